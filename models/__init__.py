@@ -1,0 +1,1 @@
+"""Masked-modelling audio models in pure PyTorch (no Ray, no MLflow)."""

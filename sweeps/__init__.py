@@ -1,0 +1,1 @@
+"""Scaling studies: grids, the Ray Tune driver, scaling-law fits and the study report."""

@@ -1,0 +1,44 @@
+"""Fixtures shared by every test package.
+
+One local Ray instance serves the whole session: each `ray.init` costs seconds on 2 cores.
+Tests that need a different cluster shape (several nodes, a `ray start --head` for job submission)
+shut it down themselves or run in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray instance with 2 CPUs, started once; yields the `ray` module."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=512 * 1024**2,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+        )
+    yield ray
+
+
+@pytest.fixture()
+def tracking_uri(tmp_path: Path) -> str:
+    """A fresh MLflow SQLite store under an absolute path, one per test."""
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Keep the embedded defaults (`$AUDIOSCALE_HOME`) out of the user's home during tests."""
+    if "AUDIOSCALE_HOME" not in os.environ or os.environ.get("AUDIOSCALE_TEST_KEEP_HOME") != "1":
+        monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path_factory.mktemp("audioscale_home")))
