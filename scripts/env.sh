@@ -13,8 +13,9 @@ pins_hash=$(cat "$REPO_ROOT/requirements.txt" "$REPO_ROOT/requirements-dev.txt" 
 VENV_DIR="${AUDIOSCALE_VENV:-$HOME/.cache/audioscale/venv-$pins_hash}"
 
 install_debian_packages() {
-  # libsndfile ships inside the soundfile wheel; these are for the default corpus and mp3/ogg tests.
-  local wanted=(sox espeak-ng fluidsynth)
+  # libsndfile ships inside the soundfile wheel; the list is for the default corpus and tests.
+  local wanted=()
+  mapfile -t wanted < <(grep -vE '^\s*(#|$)' "$REPO_ROOT/scripts/debian-packages.txt")
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
