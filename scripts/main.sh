@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's main-job command: on a fresh machine it installs what is missing (venv, pins,
+# Debian packages), builds the embedded defaults when they are missing (default corpus, labeled
+# tasks, mel shards), runs the default scaling study on CPU with a local Ray and a local MLflow,
+# and prints how to open the MLflow UI on it. Safe to re-run: finished steps are skipped.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$REPO_ROOT"
+python -m sweeps.scaling --grid mask_ratio "$@"
