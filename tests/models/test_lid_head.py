@@ -109,3 +109,15 @@ def test_head_rejects_masks_it_cannot_honour():
         head(frames, torch.tensor([[True] * 6, [False] * 6]))
     with pytest.raises(ValueError, match="Unknown attention"):
         LanguageIdHead(8, 3, attention="linear")
+
+
+def test_defaults_follow_the_papers_lid_setting():
+    # models.md: 4 heads, attention dim 64, dropout 0.2; Performer best at r=128, agent at p=4.
+    performer_head = LanguageIdHead(32, 7, attention="performer")
+    agent_head = LanguageIdHead(32, 7, attention="agent")
+    assert performer_head.attention.heads == 4
+    assert performer_head.attention.qkv.in_features == 64
+    assert performer_head.dropout.p == 0.2
+    assert performer_head.attention.kernel.projection.shape == (128, 16)  # r features x head dim 64/4
+    assert agent_head.attention.kernel.pool_steps == 4
+    assert performer_head(torch.randn(2, 40, 32)).shape == (2, 7)
