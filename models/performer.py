@@ -24,24 +24,18 @@ def draw_orthogonal_features(
     """
     num_blocks = math.ceil(num_features / head_dim)
     gaussian = torch.randn(num_blocks, head_dim, head_dim, generator=generator)
-    orthonormal, _ = torch.linalg.qr(gaussian)  # (blocks, d, d), orthonormal columns
+    orthonormal, upper = torch.linalg.qr(gaussian)  # (blocks, d, d), orthonormal columns
+    # Fixing the signs by R's diagonal makes Q uniformly (Haar) distributed, so every row
+    # points in a uniformly random direction; raw QR output is not.
+    orthonormal = orthonormal * torch.sign(torch.diagonal(upper, dim1=-2, dim2=-1)).unsqueeze(-2)
     directions = orthonormal.transpose(1, 2).reshape(num_blocks * head_dim, head_dim)[:num_features]  # (r, d)
     norms = torch.randn(num_features, head_dim, generator=generator).norm(dim=1, keepdim=True)  # (r, 1)
     return directions * norms
 
 
-def positive_random_features(
-    x: torch.Tensor, projection: torch.Tensor, *, stabilizer: torch.Tensor
-) -> torch.Tensor:
-    """phi(x) = r^-1/2 exp(W x - |x|^2/2 - stabilizer); x (..., n, d) already scaled by d^-1/4.
-
-    `stabilizer` is subtracted in the exponent to avoid overflow; it must be constant along the
-    axis that the attention normalization sums over, so that it cancels exactly.
-    """
-    num_features = projection.shape[0]
-    projected = x @ projection.T  # (..., n, r)
-    half_sq_norm = x.square().sum(dim=-1, keepdim=True) / 2  # (..., n, 1)
-    return torch.exp(projected - half_sq_norm - stabilizer) / math.sqrt(num_features)
+def random_feature_logits(x: torch.Tensor, projection: torch.Tensor) -> torch.Tensor:
+    """log(r^1/2 phi(x)) = W x - |x|^2 / 2; x (..., n, d) already scaled by d^-1/4 -> (..., n, r)."""
+    return x @ projection.T - x.square().sum(dim=-1, keepdim=True) / 2
 
 
 def favor_attention(
@@ -58,23 +52,19 @@ def favor_attention(
     """
     head_dim = query.shape[-1]
     scale = head_dim**-0.25  # splits the 1/sqrt(d) of softmax attention between q and k
-    query, key = query * scale, key * scale
     projection = projection.to(dtype=query.dtype, device=query.device)
-
-    # Per-query constant: cancels between numerator and normalizer of that query.
-    query_stabilizer = (query @ projection.T).amax(dim=-1, keepdim=True).detach()  # (b, h, n, 1)
-    query_features = positive_random_features(query, projection, stabilizer=query_stabilizer)
-
-    key_logits = key @ projection.T  # (b, h, n, r)
+    query_logits = random_feature_logits(query * scale, projection)  # (b, h, n, r)
+    key_logits = random_feature_logits(key * scale, projection)  # (b, h, n, r)
     if valid_frames is not None:
         key_valid = valid_frames[:, None, :, None]  # (b, 1, n, 1)
-        key_logits = key_logits.masked_fill(~key_valid, float("-inf"))
-    # One constant per (batch, head) over real keys: cancels for every query.
-    key_stabilizer = key_logits.amax(dim=(-2, -1), keepdim=True).detach()  # (b, h, 1, 1)
-    key_features = positive_random_features(key, projection, stabilizer=key_stabilizer)  # (b, h, n, r)
-    if valid_frames is not None:
-        key_features = key_features.masked_fill(~key_valid, 0.0)
-        value = value.masked_fill(~key_valid, 0.0)
+        key_logits = key_logits.masked_fill(~key_valid, float("-inf"))  # exp -> zero features
+        value = value.masked_fill(~key_valid, 0.0)  # padding may hold non-finite values
+
+    # Subtracting a max before exp avoids overflow and changes nothing: a per-query constant
+    # cancels between that query's numerator and normalizer, and one constant over all real keys
+    # of a (batch, head) cancels for every query. The r^-1/2 factors cancel the same way.
+    query_features = torch.exp(query_logits - query_logits.amax(dim=-1, keepdim=True).detach())
+    key_features = torch.exp(key_logits - key_logits.amax(dim=(-2, -1), keepdim=True).detach())
 
     key_value = key_features.transpose(-2, -1) @ value  # (b, h, r, head_dim)
     key_sum = key_features.sum(dim=-2)  # (b, h, r)
