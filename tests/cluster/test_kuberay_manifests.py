@@ -61,6 +61,10 @@ def mlflow_objects() -> dict[str, dict]:
     return {doc["kind"]: doc for doc in load_yaml_documents(KUBERAY_DIR / "mlflow.yaml")}
 
 
+def test_kuberay_schema_is_itself_valid():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
 @pytest.mark.parametrize("path", RAY_MANIFESTS, ids=lambda p: p.name)
 def test_manifest_matches_kuberay_v1_schema(path):
     validate_against_crd_schema(load_manifest(path))
