@@ -1,0 +1,180 @@
+"""KubeRay manifests: schema derived from the ray.io/v1 CRDs, plus what the pretraining run needs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from pathlib import Path
+from urllib.parse import urlparse
+
+import jsonschema
+import pytest
+import ray
+import yaml
+from cluster_file_readers import CLUSTER_DIR, RAY_IMAGE, load_yaml_documents, read_required_packages
+
+KUBERAY_DIR = CLUSTER_DIR / "kuberay"
+RAY_MANIFESTS = [KUBERAY_DIR / "raycluster.yaml", KUBERAY_DIR / "rayjob-pretrain.yaml"]
+SCHEMA = json.loads((Path(__file__).parent / "kuberay_v1_schema.json").read_text())
+# `python -m pipeline.pretrain --help` (issue 5): the flags a manifest may pass.
+PRETRAIN_FLAGS = {
+    "--model", "--shards", "--steps", "--batch-size", "--num-workers", "--use-gpu", "--lr",
+    "--mask-ratio", "--run-name", "--storage-path", "--tracking-uri", "--experiment", "--address",
+}
+
+
+def load_manifest(path) -> dict:
+    (document,) = load_yaml_documents(path)
+    return document
+
+
+def validate_against_crd_schema(manifest: dict) -> None:
+    jsonschema.validate(manifest, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def cluster_spec(manifest: dict) -> dict:
+    return manifest["spec"]["rayClusterSpec"] if manifest["kind"] == "RayJob" else manifest["spec"]
+
+
+def all_ray_containers(manifest: dict) -> list[dict]:
+    spec = cluster_spec(manifest)
+    groups = [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]
+    return [container for group in groups for container in group["template"]["spec"]["containers"]]
+
+
+def parse_entrypoint(entrypoint: str) -> tuple[list[str], dict[str, str | bool]]:
+    """'python -m pipeline.pretrain --a 1 --use-gpu' -> (['python', '-m', 'pipeline.pretrain'], {...})."""
+    tokens = shlex.split(entrypoint)
+    first_flag = next(i for i, token in enumerate(tokens) if token.startswith("--"))
+    command, rest = tokens[:first_flag], tokens[first_flag:]
+    flags: dict[str, str | bool] = {}
+    for index, token in enumerate(rest):
+        if not token.startswith("--"):
+            continue
+        has_value = index + 1 < len(rest) and not rest[index + 1].startswith("--")
+        flags[token] = rest[index + 1] if has_value else True
+    return command, flags
+
+
+def mlflow_objects() -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in load_yaml_documents(KUBERAY_DIR / "mlflow.yaml")}
+
+
+def test_kuberay_schema_is_itself_valid():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("path", RAY_MANIFESTS, ids=lambda p: p.name)
+def test_manifest_matches_kuberay_v1_schema(path):
+    validate_against_crd_schema(load_manifest(path))
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda m: m.update(apiVersion="ray.io/v1alpha1"),
+        lambda m: cluster_spec(m)["headGroupSpec"]["rayStartParams"].update({"num-cpus": 0}),  # must be a string
+        lambda m: cluster_spec(m).update(workerGroupSpec=cluster_spec(m).pop("workerGroupSpecs")),  # typo
+        lambda m: cluster_spec(m)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"][
+            "limits"
+        ].update({"nvidia.com/gpu": "one"}),
+    ],
+    ids=["old-api-version", "non-string-start-param", "misspelt-field", "bad-quantity"],
+)
+@pytest.mark.parametrize("path", RAY_MANIFESTS, ids=lambda p: p.name)
+def test_schema_rejects_broken_copies(path, break_it):
+    manifest = copy.deepcopy(load_manifest(path))
+    break_it(manifest)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_against_crd_schema(manifest)
+
+
+@pytest.mark.parametrize("path", RAY_MANIFESTS, ids=lambda p: p.name)
+def test_ray_pods_use_the_pinned_image_and_token_auth(path):
+    manifest = load_manifest(path)
+    assert cluster_spec(manifest)["rayVersion"] == ray.__version__
+    assert {container["image"] for container in all_ray_containers(manifest)} == {RAY_IMAGE}
+    assert cluster_spec(manifest)["authOptions"]["mode"] == "token"
+
+
+@pytest.mark.parametrize("path", RAY_MANIFESTS, ids=lambda p: p.name)
+def test_every_worker_group_requests_gpus(path):
+    for group in cluster_spec(load_manifest(path))["workerGroupSpecs"]:
+        for container in group["template"]["spec"]["containers"]:
+            limits = container["resources"]["limits"]
+            assert int(limits["nvidia.com/gpu"]) >= 1, group["groupName"]
+            # Kubernetes requires GPU requests (when given) to equal limits.
+            assert container["resources"]["requests"].get("nvidia.com/gpu", limits["nvidia.com/gpu"]) == limits[
+                "nvidia.com/gpu"
+            ]
+
+
+def test_rayjob_entrypoint_runs_pretraining_on_gpus_with_shared_storage_and_tracking():
+    manifest = load_manifest(KUBERAY_DIR / "rayjob-pretrain.yaml")
+    command, flags = parse_entrypoint(manifest["spec"]["entrypoint"])
+    assert command == ["python", "-m", "pipeline.pretrain"]
+    assert set(flags) <= PRETRAIN_FLAGS, f"unknown flags {set(flags) - PRETRAIN_FLAGS}"
+    assert flags["--use-gpu"] is True
+    assert flags["--model"] == "audiomae++-base"
+    # Multi-node runs need storage every node can reach: an object store, not a pod's disk.
+    assert urlparse(flags["--shards"]).scheme in {"s3", "gs"}
+    assert urlparse(flags["--storage-path"]).scheme in {"s3", "gs"}
+
+    # The run's workers fit on the job's cluster: one GPU per Ray Train worker.
+    total_gpus = sum(
+        group["replicas"] * int(group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+        for group in cluster_spec(manifest)["workerGroupSpecs"]
+    )
+    assert int(flags["--num-workers"]) <= total_gpus
+
+
+def test_tracking_uri_points_at_the_mlflow_service():
+    service = mlflow_objects()["Service"]
+    service_url = f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    rayjob = load_manifest(KUBERAY_DIR / "rayjob-pretrain.yaml")
+    _, flags = parse_entrypoint(rayjob["spec"]["entrypoint"])
+    assert flags["--tracking-uri"] == service_url
+    runtime_env = yaml.safe_load((CLUSTER_DIR / "runtime-env.yaml").read_text())
+    assert runtime_env["env_vars"]["MLFLOW_TRACKING_URI"] == service_url
+    for path in RAY_MANIFESTS:
+        for container in all_ray_containers(load_manifest(path)):
+            env = {var["name"]: var.get("value") for var in container.get("env", [])}
+            assert env.get("MLFLOW_TRACKING_URI") == service_url, (path.name, container["name"])
+
+
+def test_mlflow_server_has_a_database_an_artifact_bucket_and_the_pinned_version():
+    objects = mlflow_objects()
+    pod_spec = objects["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    command = " ".join(container["command"] + container["args"])
+    assert "mlflow server" in command
+    assert "--backend-store-uri sqlite:////mlflow/" in command
+    assert any(mount["mountPath"] == "/mlflow" for mount in container["volumeMounts"])
+    claim = next(volume for volume in pod_spec["volumes"] if "persistentVolumeClaim" in volume)
+    assert claim["persistentVolumeClaim"]["claimName"] == objects["PersistentVolumeClaim"]["metadata"]["name"]
+    artifacts = shlex.split(command)[shlex.split(command).index("--artifacts-destination") + 1]
+    assert urlparse(artifacts).scheme in {"s3", "gs"}
+    mlflow_pin = next(p for p in read_required_packages() if p.startswith("mlflow=="))
+    assert f'"{mlflow_pin}"' in command
+    assert objects["Service"]["spec"]["selector"] == objects["Deployment"]["spec"]["selector"]["matchLabels"]
+
+
+def test_runtime_envs_install_every_requirement_pin_and_agree():
+    cluster_env = yaml.safe_load((CLUSTER_DIR / "runtime-env.yaml").read_text())
+    rayjob = load_manifest(KUBERAY_DIR / "rayjob-pretrain.yaml")
+    job_env = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"])
+    assert job_env["pip"] == cluster_env["pip"]
+    assert job_env["env_vars"] == cluster_env["env_vars"]
+    missing = [package for package in read_required_packages() if package not in cluster_env["pip"]["packages"]]
+    assert not missing, f"runtime-env.yaml lacks {missing}"
+    assert job_env["working_dir"].endswith(".zip")  # the code travels with the job
+
+
+def test_every_pod_uses_the_storage_service_account():
+    (account,) = load_yaml_documents(KUBERAY_DIR / "storage-access.yaml")
+    pod_specs = [mlflow_objects()["Deployment"]["spec"]["template"]["spec"]]
+    for path in RAY_MANIFESTS:
+        spec = cluster_spec(load_manifest(path))
+        pod_specs += [group["template"]["spec"] for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]]
+    assert {pod["serviceAccountName"] for pod in pod_specs} == {account["metadata"]["name"]}
