@@ -63,7 +63,7 @@ class SaturatingLaw:
 
     def params_from_theta(self, theta: np.ndarray) -> dict[str, float]:
         log_e, log_a, alpha = (float(v) for v in theta)
-        return {"q_inf": 1.0 - np.exp(log_e), "x_c": float(np.exp(log_a / alpha)), "alpha": alpha}
+        return {"q_inf": float(1.0 - np.exp(log_e)), "x_c": float(np.exp(log_a / alpha)), "alpha": alpha}
 
     def predict(self, params: dict[str, float], x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -110,7 +110,7 @@ class JointLaw:
     def params_from_theta(self, theta: np.ndarray) -> dict[str, float]:
         log_e, alpha, log_nc, alpha_n, log_dc, alpha_d = (float(v) for v in theta)
         return {
-            "q_inf": 1.0 - np.exp(log_e),
+            "q_inf": float(1.0 - np.exp(log_e)),
             "alpha": alpha,
             "n_c": float(np.exp(log_nc)),
             "alpha_n": alpha_n,
