@@ -54,11 +54,22 @@ class LawFit:
     extrapolation_error: float  # mean |prediction - observed| at the held-out largest scale
     n_points: int
     diagnostics: FitDiagnostics
+    replicates: pd.DataFrame = field(repr=False)  # one row of parameters per bootstrap replicate
     form: Any = field(repr=False)
 
     def predict(self, *inputs: np.ndarray) -> np.ndarray:
         """Q (or loss) at new inputs: `predict(x)` for saturating, `predict(n, d)` otherwise."""
         return self.form.predict(self.params, *inputs)
+
+    def predict_interval(self, *inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise bootstrap percentile band (at `ci_level`) of the prediction; NaN without replicates."""
+        if self.replicates.empty:
+            nan = np.full(np.broadcast(*inputs).shape, np.nan)
+            return nan, nan
+        predictions = np.array([self.form.predict(row, *inputs) for row in self.replicates.to_dict("records")])
+        tail = 100.0 * (1.0 - self.ci_level) / 2.0
+        low, high = np.percentile(predictions, [tail, 100.0 - tail], axis=0)
+        return low, high
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,8 +150,8 @@ def _fit(
     )
     tail = 100.0 * (1.0 - ci_level) / 2.0
     ci = {}
+    replicate_params = pd.DataFrame([form.params_from_theta(t) for t in thetas], columns=list(form.param_names))
     if len(thetas):
-        replicate_params = pd.DataFrame([form.params_from_theta(t) for t in thetas])
         for name in form.param_names:
             low, high = np.percentile(replicate_params[name], [tail, 100.0 - tail])
             ci[name] = (float(low), float(high))
@@ -167,6 +178,7 @@ def _fit(
             n_bootstrap=len(thetas),
             n_bootstrap_failed=n_failed,
         ),
+        replicates=replicate_params,
         form=form,
     )
 
