@@ -1,0 +1,49 @@
+"""Degenerate inputs fail with a message naming the problem; early prediction on a hand example."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sweeps.laws import fit_chinchilla, fit_joint, fit_saturating, pearson_early_prediction
+
+X = np.array([10.0, 20.0, 40.0, 80.0, 160.0, 320.0])
+Q = np.array([0.40, 0.50, 0.57, 0.62, 0.65, 0.67])
+
+
+def test_fewer_than_five_points_is_rejected():
+    with pytest.raises(ValueError, match="at least 5 points"):
+        fit_saturating(X[:4], Q[:4])
+
+
+def test_non_finite_values_are_rejected():
+    with pytest.raises(ValueError, match="q has 1 non-finite"):
+        fit_saturating(X, np.where(np.arange(6) == 2, np.nan, Q))
+
+
+def test_non_positive_scale_is_rejected():
+    with pytest.raises(ValueError, match="x must be positive"):
+        fit_saturating(np.where(np.arange(6) == 0, 0.0, X), Q)
+    with pytest.raises(ValueError, match="d must be positive"):
+        fit_joint(X, -X, Q)
+
+
+def test_quality_outside_unit_interval_is_rejected():
+    with pytest.raises(ValueError, match=r"q must lie in \[0, 1\]"):
+        fit_saturating(X, Q * 2.0)
+
+
+def test_mismatched_lengths_are_rejected():
+    with pytest.raises(ValueError, match="one per trial"):
+        fit_chinchilla(X, X[:5], Q + 2.0)
+
+
+def test_early_prediction_hand_example():
+    histories = [{100: 1.0, 200: 40.0}, {100: 2.0, 200: 30.0}, {100: 3.0, 200: 20.0, 300: 5.0}, [(100, 4.0), (200, 10.0)]]
+    final_q = [0.1, 0.2, 0.3, 0.5]
+    table = pearson_early_prediction(histories, final_q)
+    # By hand at step 100: x = 1..4, y = 1, 2, 3, 5 (x0.1): r = 6.5 / sqrt(5 * 8.75).
+    assert list(table["step"]) == [100, 200]  # step 300 has a single trial: no correlation
+    assert table["pearson_r"].iloc[0] == pytest.approx(6.5 / np.sqrt(5 * 8.75))
+    assert table["pearson_r"].iloc[1] < -0.9
+    assert list(table["n_trials"]) == [4, 4]

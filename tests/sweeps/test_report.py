@@ -1,0 +1,78 @@
+"""Study fits, figures and the markdown report on a synthetic size x data_volume trial table."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeps.law_forms import JointLaw
+from sweeps.report import study_figures, study_markdown
+from sweeps.study_fits import fit_study_laws
+
+TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}
+
+
+def _synthetic_table() -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    rows = []
+    for n_params in np.geomspace(1e5, 1e7, 5):
+        for hours in np.geomspace(1.0, 100.0, 4):
+            for seed in range(2):
+                q = float(JointLaw().predict(TRUE_JOINT, n_params, hours)) + rng.normal(0.0, 0.003)
+                # RankMe consistent with Q(R) = 0.9 - (8 / R)^0.7, plus noise
+                rankme = 8.0 / (0.9 - q) ** (1.0 / 0.7) * np.exp(rng.normal(0.0, 0.02))
+                rows.append({
+                    "trial": f"n{n_params:.0e}-h{hours:.3g}", "n_params": n_params, "hours": hours,
+                    "flops": 6.0 * n_params * hours * 3.6e5, "mask_ratio": 0.8, "arch": "mae",
+                    "rankme": rankme, "rankme_by_step": {100: rankme * 0.5 + rng.normal(0, 5), 200: rankme},
+                    "q": q, "score/esc50": q - 0.05, "score/speech_commands": q + 0.02, "status": "ok",
+                })
+    rows.append({**rows[0], "q": float("nan"), "status": "failed"})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def table_and_fits():
+    table = _synthetic_table()
+    return table, fit_study_laws(table, n_bootstrap=20)
+
+
+def test_study_fits_every_supported_law_and_leaves_out_failed_trials(table_and_fits):
+    table, study = table_and_fits
+    assert set(study.fits) == {"Q(R)", "Q(N)", "Q(D)", "Q(C)", "Q(N,D)"}
+    assert study.n_trials_failed == 1 and study.n_trials_used == len(table) - 1
+    assert study.fits["Q(N,D)"].params["alpha_n"] == pytest.approx(0.3, abs=0.05)
+    assert study.fits["Q(R)"].params["alpha"] == pytest.approx(0.7, abs=0.15)
+
+
+def test_single_variable_study_says_why_laws_were_skipped():
+    table = _synthetic_table()
+    table = table[(table["n_params"] == table["n_params"].max()) & (table["hours"] == table["hours"].max())]
+    study = fit_study_laws(table, n_bootstrap=0)
+    assert "only 1 distinct parameters N" in study.skipped["Q(N)"]
+    assert "Q(N,D)" in study.skipped and not study.fits
+
+
+def test_figures_render_with_fit_and_band(table_and_fits, tmp_path):
+    table, study = table_and_fits
+    figures = study_figures(table, study)
+    assert set(figures) == {"quality_vs_rankme.png", "quality_vs_scale.png", "quality_isolines_n_d.png", "early_rankme_vs_final_q.png"}
+    rankme_axes = figures["quality_vs_rankme.png"].axes[0]
+    assert len(rankme_axes.lines) >= 1 and len(rankme_axes.collections) >= 2  # points + interval band
+    for name, figure in figures.items():
+        figure.savefig(tmp_path / name)
+        assert (tmp_path / name).stat().st_size > 5_000
+
+
+def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
+    table, study = table_and_fits
+    markdown = study_markdown("size_x_data", table, study, ["quality_vs_rankme.png"])
+    assert "# Scaling study `size_x_data`" in markdown
+    assert "| Q(N,D) |" in markdown and re.search(r"alpha_n 0\.(29|30|31)", markdown)
+    assert "1 failed or unscored row(s) were left out" in markdown
+    assert "| 200 | " in markdown  # early-prediction row at step 200
+    assert "| esc50 |" in markdown
+    assert "![quality_vs_rankme.png](quality_vs_rankme.png)" in markdown
