@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from pipeline.frontend import TARGET_SAMPLE_RATE_HZ, load_audio, to_mono_16k
+from pipeline.frontend import TARGET_SAMPLE_RATE_HZ, AudioDecodeError, load_audio, to_mono_16k
 
 SOUNDFILE_SUFFIXES = {".wav", ".ogg", ".flac", ".aiff", ".aif"}
 
@@ -25,6 +25,15 @@ def decode_16k_mono(path: Path) -> np.ndarray:
         wave, sample_rate_hz = load_audio(path)
         return to_mono_16k(wave, sample_rate_hz)
     return _decode_with_sox(path)
+
+
+def decode_or_reason(path: Path) -> tuple[np.ndarray | None, str | None]:
+    """(wave, None), or (None, why) for a file that holds no usable audio (a few packaged prompts are empty)."""
+    try:
+        wave = decode_16k_mono(path)
+    except AudioDecodeError as error:
+        return None, error.reason
+    return (wave, None) if len(wave) else (None, "contains no audio samples")
 
 
 def _decode_with_sox(path: Path) -> np.ndarray:

@@ -71,6 +71,8 @@ def convert_within_budget(clips: list[SourceClip], budget_s: float, rng: np.rand
             break
         clip = clips[int(index)]
         duration_s = _duration_s(clip.path)
+        if duration_s == 0:  # a few packaged prompts are empty files
+            continue
         cut_s = budget_s - total_s if duration_s > budget_s - total_s else None
         total_s += min(duration_s, budget_s - total_s)
         chosen.append((clip, cut_s, f"{clip.source}_{rank:05d}.wav"))

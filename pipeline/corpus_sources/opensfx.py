@@ -8,8 +8,11 @@ license of the sound), then `size` bytes of a complete RIFF/WAVE file.
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
+
+import soundfile
 
 from pipeline.corpus_sources.records import SourceClip
 
@@ -41,10 +44,15 @@ def read_opensfx_catalog(cat_path: Path = OPENSFX_CAT) -> list[tuple[str, bytes]
 
 
 def prepare_opensfx(output_dir: Path, cat_path: Path = OPENSFX_CAT) -> list[SourceClip]:
-    """Unpack every sound to `output_dir/opensfx_<index>.wav`; `info` keeps its attribution text."""
+    """Unpack every non-empty sound to `output_dir/opensfx_<index>.wav`; `info` keeps its credits.
+
+    Two of the 73 entries are placeholder files without samples ("Unused/Nothing"): skipped.
+    """
     output_dir.mkdir(parents=True, exist_ok=True)
     clips = []
     for index, (description, wav) in enumerate(read_opensfx_catalog(cat_path)):
+        if soundfile.info(io.BytesIO(wav)).frames == 0:
+            continue
         path = output_dir / f"opensfx_{index:03d}.wav"
         path.write_bytes(wav)
         clips.append(SourceClip(path=path, source="openttd_opensfx", package="openttd-opensfx", group=f"opensfx_{index:03d}",

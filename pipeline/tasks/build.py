@@ -61,10 +61,12 @@ def build_tasks(config: TasksConfig) -> dict:
     entries, started = [], time.perf_counter()
     for index, (name, builder) in enumerate(TASK_BUILDERS.items()):
         task_started = time.perf_counter()
-        spec, clips = builder(seed=config.seed * 1000 + index, tiny=config.tiny, work_dir=output_dir / ".work" / name)
-        entries.append(write_hear_task(output_dir, spec, clips, mode=mode))
+        task = builder(seed=config.seed * 1000 + index, tiny=config.tiny, work_dir=output_dir / ".work" / name)
+        entries.append(write_hear_task(output_dir, task, mode=mode))
+        for skipped in task.skipped:
+            print(f"[tasks] {name}: skipped {skipped['path']}: {skipped['reason']}")
         sizes = entries[-1]["split_sizes"]
-        print(f"[tasks] {name:20s} {spec.held_out:32s} train {sizes['train']:5d} valid {sizes['valid']:4d} "
+        print(f"[tasks] {name:20s} {task.spec.held_out:32s} train {sizes['train']:5d} valid {sizes['valid']:4d} "
               f"test {sizes['test']:4d}  {time.perf_counter() - task_started:6.1f} s")
     shutil.rmtree(output_dir / ".work", ignore_errors=True)
     index = {"settings": settings, "tasks": entries}

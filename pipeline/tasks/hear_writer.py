@@ -41,6 +41,15 @@ class LabeledClip:
     source: dict  # where the audio came from: speaker, kit, soundfont, voice, prompt id ...
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskBuild:
+    """What a task builder returns: the spec, the clips, and the source files it could not use."""
+
+    spec: TaskSpec
+    clips: list[LabeledClip]
+    skipped: list[dict] = dataclasses.field(default_factory=list)  # [{"path", "reason"}]
+
+
 def _dump_json(path: Path, value: object) -> None:
     path.write_text(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -57,8 +66,9 @@ def validate_clips(spec: TaskSpec, clips: list[LabeledClip]) -> None:
             raise ValueError(f"task {spec.name}: split {split!r} is empty")
 
 
-def write_hear_task(tasks_dir: Path, spec: TaskSpec, clips: list[LabeledClip], *, mode: str) -> dict:
+def write_hear_task(tasks_dir: Path, build: TaskBuild, *, mode: str) -> dict:
     """Write the task directory; returns its entry for the `tasks.json` index."""
+    spec, clips = build.spec, build.clips
     validate_clips(spec, clips)
     task_dir = tasks_dir / spec.name
     split_labels: dict[str, dict[str, list[str]]] = {split: {} for split in SPLITS}
@@ -78,7 +88,7 @@ def write_hear_task(tasks_dir: Path, spec: TaskSpec, clips: list[LabeledClip], *
         "task_name": spec.name, "version": TASK_FORMAT_VERSION, "mode": mode, "embedding_type": "scene",
         "prediction_type": "multiclass", "split_mode": "trainvaltest", "splits": list(SPLITS),
         "sample_duration": spec.sample_duration_s, "evaluation": ["top1_acc"], "description": spec.description,
-        "held_out": spec.held_out, "notes": spec.notes,
+        "held_out": spec.held_out, "notes": spec.notes, "skipped_sources": build.skipped,
     }
     _dump_json(task_dir / "task_metadata.json", metadata)
     counts = {split: dict(sorted(collections.Counter(labels[0] for labels in split_labels[split].values()).items()))

@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.corpus_sources.holdout import TEST_SOUNDFONT, TRAIN_SOUNDFONT
 from pipeline.corpus_sources.soundfonts import GM_FAMILIES, random_melody, render_slots
 from pipeline.tasks.clip_shaping import shape_clip
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 # The acoustic-instrument families; synth and sound-effect families have no shared timbre to learn.
 FAMILIES = ("piano", "chromatic_percussion", "organ", "guitar", "bass", "strings", "ensemble", "brass", "reed", "pipe", "ethnic")
@@ -37,7 +37,7 @@ def family_programs(family: str, *, tiny: bool) -> list[int]:
     return list(range(first, first + (TINY_PROGRAMS_PER_FAMILY if tiny else 8)))
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     rng = np.random.default_rng(seed)
     per_program = TINY_MELODIES_PER_PROGRAM if tiny else MELODIES_PER_PROGRAM
     clips = []
@@ -56,4 +56,4 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[Labe
                               source={"soundfont": soundfont, "program": program,
                                       "pitches": [note.pitch for note in slot.notes]})
                   for (split, family, program), slot, wave in zip(plan, slots, waves)]
-    return SPEC, clips
+    return TaskBuild(spec=SPEC, clips=clips)

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.corpus_sources.asterisk import prepare_asterisk_prompts
-from pipeline.corpus_sources.audio_io import decode_16k_mono
+from pipeline.corpus_sources.audio_io import decode_or_reason
 from pipeline.corpus_sources.holdout import LANGUAGE_SECOND_SPEAKERS, prompt_split
 from pipeline.corpus_sources.parallel import map_ordered
 from pipeline.tasks.clip_shaping import seconds_to_samples, shape_clip
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 LANGUAGES = ("en", "es", "fr", "it", "ru")
 SAMPLE_DURATION_S = 4.0
@@ -44,7 +44,7 @@ def assign_split(speaker: str, prompt_id: str) -> str | None:
     return split
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     rng = np.random.default_rng(seed)
     candidates = []
     for clip in prepare_asterisk_prompts():
@@ -60,11 +60,14 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[Labe
                 pool = [item for item in candidates if item[0] == split and item[1].info["language"] == language]
                 chosen += [pool[int(index)] for index in sorted(rng.choice(len(pool), size=min(per_language, len(pool)), replace=False))]
         candidates = chosen
-    waves = map_ordered(lambda item: decode_16k_mono(item[1].path), candidates)
-    clips = []
-    for (split, clip), wave in zip(candidates, waves):
-        if len(wave) < seconds_to_samples(MIN_SPEECH_S):
+    decoded = map_ordered(lambda item: decode_or_reason(item[1].path), candidates)
+    clips, skipped = [], []
+    for (split, clip), (wave, reason) in zip(candidates, decoded):
+        if wave is None:
+            skipped.append({"path": str(clip.path), "reason": reason})
+            continue
+        if len(wave) < seconds_to_samples(MIN_SPEECH_S):  # single syllables and clicks: too short to tell
             continue
         clips.append(LabeledClip(split=split, label=clip.info["language"], wave=shape_clip(wave, SAMPLE_DURATION_S),
                                  source={"speaker": clip.group, "prompt_id": clip.info["prompt_id"], "package": clip.package}))
-    return SPEC, clips
+    return TaskBuild(spec=SPEC, clips=clips, skipped=skipped)

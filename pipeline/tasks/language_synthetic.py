@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.corpus_sources import espeak
 from pipeline.corpus_sources.holdout import TEST_VOICE_VARIANTS, TRAIN_VOICE_VARIANTS, VALID_VOICE_VARIANTS
 from pipeline.tasks.clip_shaping import shape_clip, trim_leading_silence
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 LANGUAGES = tuple(sorted(espeak.LANGUAGES))
 SAMPLE_DURATION_S = 4.0
@@ -43,10 +43,11 @@ def plan_requests(rng: np.random.Generator, *, tiny: bool) -> list[tuple[str, st
     return plan
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     plan = plan_requests(np.random.default_rng(seed), tiny=tiny)
     waves = espeak.synthesize_all([request for _, _, request in plan], work_dir)
-    return SPEC, [LabeledClip(split=split, label=language, wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
-                              source={"voice": request.voice, "variant": request.variant, "text": request.text,
-                                      "speed_wpm": request.speed_wpm, "pitch": request.pitch})
-                  for (split, language, request), wave in zip(plan, waves)]
+    clips = [LabeledClip(split=split, label=language, wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
+                         source={"voice": request.voice, "variant": request.variant, "text": request.text,
+                                 "speed_wpm": request.speed_wpm, "pitch": request.pitch})
+             for (split, language, request), wave in zip(plan, waves)]
+    return TaskBuild(spec=SPEC, clips=clips)

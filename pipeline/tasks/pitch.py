@@ -14,7 +14,7 @@ from pipeline.corpus_sources.holdout import TEST_SOUNDFONT, TRAIN_SOUNDFONT
 from pipeline.corpus_sources.midi_file import MidiNote
 from pipeline.corpus_sources.soundfonts import GM_FAMILIES, NoteSlot, render_slots
 from pipeline.tasks.clip_shaping import shape_clip
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 PITCHES = tuple(range(48, 85))  # 37 semitones, C3..C6
 SAMPLE_DURATION_S = 2.0
@@ -42,7 +42,7 @@ def choose_programs(rng: np.random.Generator, *, tiny: bool) -> dict[str, list[i
     return {"train": train, "valid": valid, "test": test}
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     rng = np.random.default_rng(seed)
     programs = choose_programs(rng, tiny=tiny)
     clips = []
@@ -54,4 +54,4 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[Labe
         clips += [LabeledClip(split=split, label=str(pitch), wave=shape_clip(wave, SAMPLE_DURATION_S),
                               source={"soundfont": soundfont, "program": program, "family": GM_FAMILIES[program // 8]})
                   for (split, program, pitch), wave in zip(plan, waves)]
-    return SPEC, clips
+    return TaskBuild(spec=SPEC, clips=clips)

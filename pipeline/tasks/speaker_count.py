@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.corpus_sources.asterisk import prepare_asterisk_prompts
-from pipeline.corpus_sources.audio_io import decode_16k_mono
+from pipeline.corpus_sources.audio_io import decode_or_reason
 from pipeline.corpus_sources.fillets import prepare_fillets_dialogue
 from pipeline.corpus_sources.holdout import SPEAKER_COUNT_TEST_SPEAKERS
 from pipeline.corpus_sources.parallel import map_ordered
 from pipeline.corpus_sources.records import SourceClip
 from pipeline.tasks.clip_shaping import normalize_loudness, seconds_to_samples
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 COUNTS = (1, 2, 3, 4)
 SAMPLE_DURATION_S = 4.0
@@ -49,21 +49,24 @@ def voice_clips() -> dict[str, list[SourceClip]]:
     return dict(sorted(by_speaker.items()))
 
 
-def sample_utterances(rng: np.random.Generator, *, tiny: bool) -> dict[str, list[tuple[SourceClip, np.ndarray]]]:
-    """A random pool of decoded utterances (longer than MIN_UTTERANCE_S) per speaker."""
+def sample_utterances(rng: np.random.Generator, *, tiny: bool) -> tuple[dict[str, list[tuple[SourceClip, np.ndarray]]], list[dict]]:
+    """A random pool of decoded utterances (longer than MIN_UTTERANCE_S) per speaker, and the unreadable files."""
     wanted = TINY_UTTERANCES_PER_SPEAKER if tiny else UTTERANCES_PER_SPEAKER
     candidates = []
     for speaker, clips in voice_clips().items():
         # Draw twice what is needed: some prompts are single words shorter than MIN_UTTERANCE_S.
         picks = rng.choice(len(clips), size=min(2 * wanted, len(clips)), replace=False)
         candidates += [(speaker, clips[int(index)]) for index in picks]
-    waves = map_ordered(lambda item: decode_16k_mono(item[1].path), candidates)
+    decoded = map_ordered(lambda item: decode_or_reason(item[1].path), candidates)
     pools: dict[str, list[tuple[SourceClip, np.ndarray]]] = {}
-    for (speaker, clip), wave in zip(candidates, waves):
+    skipped = []
+    for (speaker, clip), (wave, reason) in zip(candidates, decoded):
         pool = pools.setdefault(speaker, [])
-        if len(wave) >= seconds_to_samples(MIN_UTTERANCE_S) and len(pool) < wanted:
+        if wave is None:
+            skipped.append({"path": str(clip.path), "reason": reason})
+        elif len(wave) >= seconds_to_samples(MIN_UTTERANCE_S) and len(pool) < wanted:
             pool.append((clip, wave))
-    return pools
+    return pools, skipped
 
 
 def split_pools(pools: dict[str, list]) -> dict[str, dict[str, list]]:
@@ -88,9 +91,10 @@ def mix(rng: np.random.Generator, utterances: list[np.ndarray]) -> np.ndarray:
     return normalize_loudness(mixture.astype(np.float32))
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     rng = np.random.default_rng(seed)
-    by_split = split_pools(sample_utterances(rng, tiny=tiny))
+    pools, skipped = sample_utterances(rng, tiny=tiny)
+    by_split = split_pools(pools)
     clips = []
     for split, per_count in (TINY_MIXTURES_PER_COUNT if tiny else MIXTURES_PER_COUNT).items():
         speakers = sorted(by_split[split])
@@ -100,4 +104,4 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[Labe
                 picks = [by_split[split][speaker][int(rng.integers(len(by_split[split][speaker])))] for speaker in chosen]
                 clips.append(LabeledClip(split=split, label=str(count), wave=mix(rng, [wave for _, wave in picks]),
                                          source={"speakers": chosen, "files": [str(clip.path) for clip, _ in picks]}))
-    return SPEC, clips
+    return TaskBuild(spec=SPEC, clips=clips, skipped=skipped)

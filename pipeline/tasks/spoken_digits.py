@@ -12,10 +12,10 @@ import numpy as np
 
 from pipeline.corpus_sources import espeak
 from pipeline.corpus_sources.asterisk import ASTERISK_SOUNDS_DIR
-from pipeline.corpus_sources.audio_io import decode_16k_mono
+from pipeline.corpus_sources.audio_io import decode_or_reason
 from pipeline.corpus_sources.holdout import TEST_VOICE_VARIANTS, TRAIN_VOICE_VARIANTS, VALID_VOICE_VARIANTS
 from pipeline.tasks.clip_shaping import shape_clip, trim_leading_silence
-from pipeline.tasks.hear_writer import LabeledClip, TaskSpec
+from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 LABELS = tuple(str(digit) for digit in range(10))
@@ -33,7 +33,7 @@ SPEC = TaskSpec(
 )
 
 
-def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[LabeledClip]]:
+def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     rng = np.random.default_rng(seed)
     plan = []
     for split, count in (TINY_CLIPS_PER_DIGIT if tiny else CLIPS_PER_DIGIT).items():
@@ -49,7 +49,10 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> tuple[TaskSpec, list[Labe
              for (split, label, request), wave in zip(plan, waves)]
     for digit in range(10):
         path = REAL_DIGITS_DIR / f"{digit}.wav"
-        wave = trim_leading_silence(decode_16k_mono(path))
+        wave, reason = decode_or_reason(path)
+        if wave is None:
+            raise FileNotFoundError(f"real digit recording {path}: {reason}; reinstall asterisk-core-sounds-en-wav")
+        wave = trim_leading_silence(wave)
         clips.append(LabeledClip(split="test", label=str(digit), wave=shape_clip(wave, SAMPLE_DURATION_S),
                                  source={"speaker": "allison", "recording": str(path)}))
-    return SPEC, clips
+    return TaskBuild(spec=SPEC, clips=clips)
