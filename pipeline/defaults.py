@@ -1,0 +1,68 @@
+"""The embedded defaults: default corpus, labeled tasks and mel shards, built when missing.
+
+Both user commands with no arguments (`python -m pipeline.pretrain`, `python -m sweeps.scaling
+--grid ...`) call `ensure_default_data` first. Every step is idempotent through its own completion
+marker or manifest, so a second call costs a few file reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pipeline.corpus_sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
+from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir
+from pipeline.prep import PrepConfig, run_prep
+from pipeline.tasks.build import TasksConfig, build_tasks
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DefaultData:
+    corpus_dir: Path
+    tasks_dir: Path | None
+    shards_dir: Path
+
+
+def shards_dir_for(*, preset_name: str, max_hours: float | None, root: Path | None = None) -> Path:
+    """One shard directory per (preset, hour budget): nested subsets of the same corpus."""
+    suffix = "all" if max_hours is None else f"{max_hours:g}h"
+    return (root or default_shards_dir()) / f"{preset_name}-{suffix}"
+
+
+def ensure_shards(
+    *, corpus_dir: Path, preset_name: str = "audiomae", max_hours: float | None = None,
+    seed: int = 0, ray_address: str | None = None, root: Path | None = None,
+) -> Path:
+    """Mel shards of `corpus_dir` for one preset and hour budget; prep reuses finished output."""
+    output_dir = shards_dir_for(preset_name=preset_name, max_hours=max_hours, root=root)
+    result = run_prep(PrepConfig(
+        input_path=corpus_dir, output_dir=output_dir, preset_name=preset_name, max_hours=max_hours,
+        seed=seed, ray_address=ray_address,
+    ))
+    if result.exit_code != 0:
+        raise RuntimeError(f"prep produced no rows from {corpus_dir}; see {output_dir / 'rejected.jsonl'}")
+    return output_dir
+
+
+def ensure_default_data(
+    *, preset_name: str = "audiomae", with_tasks: bool = True, tiny: bool = False,
+    max_hours: float | None = None, seed: int = 0, ray_address: str | None = None,
+) -> DefaultData:
+    """Build (when missing) the default corpus, the labeled tasks and the corpus's mel shards.
+
+    `tiny` builds the few-minute versions the tests use, in sibling directories, so a tiny build
+    never shadows a full one.
+    """
+    suffix = "-tiny" if tiny else ""
+    corpus_dir = default_corpus_dir().with_name(default_corpus_dir().name + suffix)
+    build_pretrain_corpus(PretrainCorpusConfig(output_dir=corpus_dir, seed=seed, tiny=tiny))
+    tasks_dir = None
+    if with_tasks:
+        tasks_dir = default_tasks_dir().with_name(default_tasks_dir().name + suffix)
+        build_tasks(TasksConfig(output_dir=tasks_dir, seed=seed, tiny=tiny))
+    shards_root = default_shards_dir().with_name(default_shards_dir().name + suffix)
+    shards_dir = ensure_shards(
+        corpus_dir=corpus_dir, preset_name=preset_name, max_hours=max_hours, seed=seed,
+        ray_address=ray_address, root=shards_root,
+    )
+    return DefaultData(corpus_dir=corpus_dir, tasks_dir=tasks_dir, shards_dir=shards_dir)
