@@ -162,15 +162,18 @@ def _peak_tflops(device: torch.device, override: float | None) -> float:
     raise SystemExit(f"unknown GPU {device_name!r}: pass --peak-tflops for the MFU")
 
 
-def measure_gpu(name: str, overrides: dict, batch: int, steps: int, peak_tflops: float) -> dict:
-    device = torch.device("cuda")
+def measure_throughput(
+    name: str, overrides: dict, batch: int, steps: int, device: torch.device, peak_tflops: float
+) -> dict:
+    """bf16 training steps on `device` (a GPU in --gpu mode; any device works for a smoke check)."""
     torch.manual_seed(0)
     model = models.build_model(name, **overrides).to(device)
     mel = torch.randn(batch, model.spec.crop_frames, model.spec.n_mels, device=device)
     step, _ = build_training_step(model, mel, bf16=True)
     for _ in range(3):
         step()
-    torch.cuda.reset_peak_memory_stats(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     times = []
     for _ in range(steps):
         _synchronize(device)
@@ -180,14 +183,14 @@ def measure_gpu(name: str, overrides: dict, batch: int, steps: int, peak_tflops:
         times.append(time.perf_counter() - start)
     step_s = statistics.median(times)
     samples_per_s = batch / step_s
-    achieved = model.training_flops_per_sample() * samples_per_s
+    achieved_flops = model.training_flops_per_sample() * samples_per_s
     return {
         "name": name + (" +cross(0.25)" if overrides else ""),
         "params_m": count_parameters(model) / 1e6,
         "step_s": step_s,
         "samples_per_s": samples_per_s,
-        "mfu": achieved / (peak_tflops * 1e12),
-        "peak_bytes": torch.cuda.max_memory_allocated(device),
+        "mfu": achieved_flops / (peak_tflops * 1e12),
+        "peak_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0,
     }
 
 
@@ -195,12 +198,13 @@ def benchmark_gpu(args: argparse.Namespace) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("--gpu needs a CUDA device; run without --gpu for the CPU comparison")
     torch.backends.cuda.matmul.allow_tf32 = True
-    peak = _peak_tflops(torch.device("cuda"), args.peak_tflops)
+    device = torch.device("cuda")
+    peak = _peak_tflops(device, args.peak_tflops)
     print(f"{torch.cuda.get_device_name()} (bf16 peak {peak:.0f} TFLOP/s), batch {args.batch}, bf16 autocast")
     rows = []
     for name in ("audiomae++-base", "mae-en768-12"):
         for overrides in ({}, CROSS_OVERRIDES):
-            rows.append(measure_gpu(name, overrides, args.batch, args.steps, peak))
+            rows.append(measure_throughput(name, overrides, args.batch, args.steps, device, peak))
             torch.cuda.empty_cache()
     for row in rows:
         print(

@@ -86,3 +86,15 @@ def test_cross_decoder_pairs_with_any_encoder_and_scales_lr() -> None:
 def test_prediction_ratio_above_mask_ratio_is_rejected() -> None:
     with pytest.raises(ValueError, match="prediction_ratio=0.9"):
         models.build_model("mae-debug", decoder="cross", prediction_ratio=0.9)
+
+
+def test_input_longer_than_the_position_table_is_rejected_in_forward() -> None:
+    model = models.build_model("mae-debug")
+    with pytest.raises(ValueError, match="model.embed"):
+        model(torch.randn(1, 400, 64))
+
+
+def test_unpatchify_restores_the_mel_layout() -> None:
+    model = models.build_model("audiomae++-debug")
+    mel = torch.randn(2, 200, 80)
+    assert torch.equal(model.unpatchify(model.patchify(mel)), mel)
