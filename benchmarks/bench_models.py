@@ -14,7 +14,7 @@ processed token, `model.training_flops_per_sample()`, over the device's dense bf
 audiomae++-base and mae-en768-12 at batch 256, then the CrossMAE comparison with
 torch.cuda.max_memory_allocated as the peak.
 
-  python benchmarks/bench_models.py                       # CPU, audiomae++-tiny, batch 32
+  python benchmarks/bench_models.py                       # CPU, audiomae++-tiny, batch 16
   python benchmarks/bench_models.py --model audiomae++-base --batch 8 --steps 5
   python benchmarks/bench_models.py --gpu --batch 256
 """
@@ -222,7 +222,7 @@ def benchmark_gpu(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="audiomae++-tiny", help="encoder for the CPU comparison")
-    parser.add_argument("--batch", type=int, default=None, help="default 32 on CPU, 256 with --gpu")
+    parser.add_argument("--batch", type=int, default=None, help="default 16 on CPU, 256 with --gpu")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 5 CPU, 20 GPU)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads on CPU")
     parser.add_argument("--gpu", action="store_true", help="bf16 throughput and MFU on a CUDA device")
@@ -230,7 +230,7 @@ def main() -> None:
     parser.add_argument("--_variant", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.batch is None:
-        args.batch = 256 if args.gpu else 32
+        args.batch = 256 if args.gpu else 16
     if args.steps is None:
         args.steps = 20 if args.gpu else 5
     if args._variant is not None:

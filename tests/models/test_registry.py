@@ -98,3 +98,10 @@ def test_unpatchify_restores_the_mel_layout() -> None:
     model = models.build_model("audiomae++-debug")
     mel = torch.randn(2, 200, 80)
     assert torch.equal(model.unpatchify(model.patchify(mel)), mel)
+
+
+def test_own_swiglu_norm_uses_every_parameter() -> None:
+    # for DDP without find_unused_parameters: the authors' block leaves its third LayerNorm unused
+    model = models.build_model("audiomae++-debug", swiglu_norm="own")
+    model(torch.randn(2, 200, 80)).loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
