@@ -147,8 +147,10 @@ def compare_decoders_cpu(args: argparse.Namespace) -> None:
             f"peak RSS {row['peak_rss_bytes'] / 2**20:8.1f} MiB   "
             f"{row['flops_per_sample'] / 1e9:.2f} GFLOP/sample"
         )
-    print(f"step time ratio MAE / CrossMAE(0.25): {mae['median_step_s'] / cross['median_step_s']:.2f}  (target >= 1.4)")
-    print(f"peak memory ratio CrossMAE(0.25) / MAE: {cross['peak_bytes'] / mae['peak_bytes']:.2f}  (target <= 0.6)")
+    time_ratio = mae["median_step_s"] / cross["median_step_s"]
+    memory_ratio = cross["peak_bytes"] / mae["peak_bytes"]
+    print(f"step time ratio MAE / CrossMAE(0.25): {time_ratio:.2f}  (target >= 1.4)")
+    print(f"peak memory ratio CrossMAE(0.25) / MAE: {memory_ratio:.2f}  (target <= 0.6)")
     print(f"step-only memory ratio: {cross['step_peak_bytes'] / mae['step_peak_bytes']:.2f}")
 
 
@@ -220,7 +222,9 @@ def benchmark_gpu(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="audiomae++-tiny", help="encoder for the CPU comparison")
     parser.add_argument("--batch", type=int, default=None, help="default 16 on CPU, 256 with --gpu")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 5 CPU, 20 GPU)")
@@ -234,8 +238,8 @@ def main() -> None:
     if args.steps is None:
         args.steps = 20 if args.gpu else 5
     if args._variant is not None:
-        result = measure_cpu_variant(args.model, json.loads(args._variant), args.batch, args.steps, args.threads)
-        print(json.dumps(result))
+        overrides = json.loads(args._variant)
+        print(json.dumps(measure_cpu_variant(args.model, overrides, args.batch, args.steps, args.threads)))
     elif args.gpu:
         benchmark_gpu(args)
     else:
