@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import shlex
@@ -14,14 +15,11 @@ import ray
 import yaml
 from cluster_file_readers import CLUSTER_DIR, RAY_IMAGE, load_yaml_documents, read_required_packages
 
+from pipeline.pretrain_cli import build_parser, config_from_args
+
 KUBERAY_DIR = CLUSTER_DIR / "kuberay"
 RAY_MANIFESTS = [KUBERAY_DIR / "raycluster.yaml", KUBERAY_DIR / "rayjob-pretrain.yaml"]
 SCHEMA = json.loads((Path(__file__).parent / "kuberay_v1_schema.json").read_text())
-# `python -m pipeline.pretrain --help` (issue 5): the flags a manifest may pass.
-PRETRAIN_FLAGS = {
-    "--model", "--shards", "--steps", "--batch-size", "--num-workers", "--use-gpu", "--lr",
-    "--mask-ratio", "--run-name", "--storage-path", "--tracking-uri", "--experiment", "--address",
-}
 
 
 def load_manifest(path) -> dict:
@@ -43,18 +41,17 @@ def all_ray_containers(manifest: dict) -> list[dict]:
     return [container for group in groups for container in group["template"]["spec"]["containers"]]
 
 
-def parse_entrypoint(entrypoint: str) -> tuple[list[str], dict[str, str | bool]]:
-    """'python -m pipeline.pretrain --a 1 --use-gpu' -> (['python', '-m', 'pipeline.pretrain'], {...})."""
+def parse_entrypoint(entrypoint: str) -> tuple[list[str], argparse.Namespace]:
+    """Split 'python -m pipeline.pretrain --model ...' and parse its flags with the real CLI parser.
+
+    An unknown flag exits (SystemExit fails the test); the config's own checks (batch divisible by
+    workers, positive steps, ...) run too.
+    """
     tokens = shlex.split(entrypoint)
-    first_flag = next(i for i, token in enumerate(tokens) if token.startswith("--"))
-    command, rest = tokens[:first_flag], tokens[first_flag:]
-    flags: dict[str, str | bool] = {}
-    for index, token in enumerate(rest):
-        if not token.startswith("--"):
-            continue
-        has_value = index + 1 < len(rest) and not rest[index + 1].startswith("--")
-        flags[token] = rest[index + 1] if has_value else True
-    return command, flags
+    command, flags = tokens[:3], tokens[3:]
+    args = build_parser().parse_args(flags)
+    config_from_args(args)
+    return command, args
 
 
 def mlflow_objects() -> dict[str, dict]:
@@ -112,29 +109,29 @@ def test_every_worker_group_requests_gpus(path):
 
 def test_rayjob_entrypoint_runs_pretraining_on_gpus_with_shared_storage_and_tracking():
     manifest = load_manifest(KUBERAY_DIR / "rayjob-pretrain.yaml")
-    command, flags = parse_entrypoint(manifest["spec"]["entrypoint"])
+    command, args = parse_entrypoint(manifest["spec"]["entrypoint"])
     assert command == ["python", "-m", "pipeline.pretrain"]
-    assert set(flags) <= PRETRAIN_FLAGS, f"unknown flags {set(flags) - PRETRAIN_FLAGS}"
-    assert flags["--use-gpu"] is True
-    assert flags["--model"] == "audiomae++-base"
+    assert args.use_gpu is True
+    assert args.model == "audiomae++-base"
     # Multi-node runs need storage every node can reach: an object store, not a pod's disk.
-    assert urlparse(flags["--shards"]).scheme in {"s3", "gs"}
-    assert urlparse(flags["--storage-path"]).scheme in {"s3", "gs"}
+    assert urlparse(args.shards).scheme in {"s3", "gs"}
+    assert urlparse(args.storage_path).scheme in {"s3", "gs"}
+    assert args.run_name, "a fixed run name lets a re-applied RayJob resume"
 
     # The run's workers fit on the job's cluster: one GPU per Ray Train worker.
     total_gpus = sum(
         group["replicas"] * int(group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
         for group in cluster_spec(manifest)["workerGroupSpecs"]
     )
-    assert int(flags["--num-workers"]) <= total_gpus
+    assert 1 <= args.num_workers <= total_gpus
 
 
 def test_tracking_uri_points_at_the_mlflow_service():
     service = mlflow_objects()["Service"]
     service_url = f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
     rayjob = load_manifest(KUBERAY_DIR / "rayjob-pretrain.yaml")
-    _, flags = parse_entrypoint(rayjob["spec"]["entrypoint"])
-    assert flags["--tracking-uri"] == service_url
+    _, args = parse_entrypoint(rayjob["spec"]["entrypoint"])
+    assert args.tracking_uri == service_url
     runtime_env = yaml.safe_load((CLUSTER_DIR / "runtime-env.yaml").read_text())
     assert runtime_env["env_vars"]["MLFLOW_TRACKING_URI"] == service_url
     for path in RAY_MANIFESTS:
@@ -178,3 +175,18 @@ def test_every_pod_uses_the_storage_service_account():
         spec = cluster_spec(load_manifest(path))
         pod_specs += [group["template"]["spec"] for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]]
     assert {pod["serviceAccountName"] for pod in pod_specs} == {account["metadata"]["name"]}
+
+
+def test_pretrain_commands_in_the_cluster_readme_parse():
+    readme = (CLUSTER_DIR / "README.md").read_text()
+    code_blocks = readme.split("```")[1::2]
+    shell_lines = "\n".join(code_blocks).replace("\\\n", " ").splitlines()  # join continued lines
+    commands = [
+        line[line.index("python -m pipeline.pretrain") :]
+        for line in shell_lines
+        if "python -m pipeline.pretrain" in line
+    ]
+    assert len(commands) >= 2, "expected the ray up and the KubeRay submit commands"
+    for command in commands:
+        _, args = parse_entrypoint(command)
+        assert args.use_gpu and urlparse(args.storage_path).scheme in {"s3", "gs"}, command

@@ -53,7 +53,8 @@ def test_validation_rejects_a_broken_copy_of_the_launcher(path):
 def test_gpu_worker_types_declare_cpus_and_gpus(path):
     # GCP never detects accelerators; on AWS explicit numbers keep the autoscaler off the EC2 API.
     config = prepared(path)
-    gpu_types = {name: spec for name, spec in config["available_node_types"].items() if name != config["head_node_type"]}
+    node_types = config["available_node_types"]
+    gpu_types = {name: spec for name, spec in node_types.items() if name != config["head_node_type"]}
     assert gpu_types, "no worker node types"
     for name, spec in gpu_types.items():
         assert spec["resources"].get("GPU", 0) >= 1, name
