@@ -111,6 +111,17 @@ class MLSTMLayer(nn.Module):
         nn.init.zeros_(self.input_gate.weight)
         nn.init.normal_(self.input_gate.bias, std=0.1)
 
+    def _cell(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact: torch.Tensor,
+              f_preact: torch.Tensor) -> torch.Tensor:
+        """The mLSTM in float32 even under bf16 autocast: the forget-gate cumsums and the
+        exp-stabilization lose too much in 8 mantissa bits (the reference kernels cast too)."""
+        device_type = q.device.type
+        if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type, enabled=False):
+                inputs = [t.float() for t in (q, k, v, i_preact, f_preact)]
+                return mlstm(*inputs, form=self.mlstm_form, chunk_size=self.chunk_size)
+        return mlstm(q, k, v, i_preact, f_preact, form=self.mlstm_form, chunk_size=self.chunk_size)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq_len, _ = x.shape
         x_m, z = self.proj_up(x).chunk(2, dim=-1)  # (B, S, inner) each
@@ -123,8 +134,7 @@ class MLSTMLayer(nn.Module):
         def to_heads(t: torch.Tensor) -> torch.Tensor:  # (B, S, inner) -> (B, NH, S, DH)
             return t.view(batch, seq_len, self.n_heads, -1).transpose(1, 2)
 
-        h = mlstm(to_heads(q), to_heads(k), to_heads(v), i_preact, f_preact,
-                  form=self.mlstm_form, chunk_size=self.chunk_size)  # (B, NH, S, DH)
+        h = self._cell(to_heads(q), to_heads(k), to_heads(v), i_preact, f_preact)  # (B, NH, S, DH)
         h = h.transpose(1, 2).reshape(batch * seq_len, self.inner_dim)
         h = F.group_norm(h, self.n_heads, self.norm_weight, None, GROUP_NORM_EPS)
         h = h.view(batch, seq_len, self.inner_dim) + self.learnable_skip * conv_act
