@@ -92,7 +92,8 @@ def _chunk_boundary_states(
     log_write = chunk_log_forget[..., None] - log_forget_cumsum + i_preact  # (B, NH, NC, L)
     log_write_max = log_write.max(-1).values  # (B, NH, NC)
     k_weighted = k * torch.exp(log_write - log_write_max[..., None])[..., None]
-    chunk_state = k_weighted.transpose(-2, -1) @ v_ext  # (B, NH, NC, DH, DH + 1): one chunk's writes
+    # One chunk's writes: (B, NH, NC, DH, DH + 1)
+    chunk_state = k_weighted.transpose(-2, -1) @ v_ext
 
     # The recurrence across chunks is linear, so unroll it: the state entering chunk c is the sum
     # over earlier chunks j of their writes, decayed by the forget gates of chunks j+1 .. c-1.
@@ -126,7 +127,8 @@ def mlstm_chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact:
     num_chunks = (seq_len + pad) // chunk_size
     q = q * head_dim**-0.5
     # A ones column makes the normalizer n one more value channel (in padded rows too, where
-    # k = 0 writes nothing). Padding: zeros at the end; gates 0 there are harmless for the same reason.
+    # k = 0 writes nothing). Padding goes at the end, after every real step: causality keeps
+    # it out of the real outputs whatever its values.
     v_ext = F.pad(v, (0, 1, 0, pad), value=1.0)  # (B, NH, S + pad, DH + 1)
     if pad:
         q, k = F.pad(q, (0, 0, 0, pad)), F.pad(k, (0, 0, 0, pad))

@@ -43,12 +43,13 @@ class LayerNormWithoutBias(nn.Module):
 
 
 class BlockDiagonalLinear(nn.Module):
-    """y = x W with W block-diagonal (dim / block_size blocks of block_size x block_size), no bias."""
+    """y = x W, W block-diagonal: dim / block_size blocks of block_size x block_size; no bias."""
 
     def __init__(self, dim: int, block_size: int) -> None:
         super().__init__()
         if dim % block_size:
-            raise ValueError(f"inner dim {dim} is not a multiple of the qkv block size {block_size}")
+            raise ValueError(f"inner dim {dim} is not a multiple of the qkv block size "
+                             f"{block_size}")
         self.block_size = block_size
         # Small init as in the xLSTM code: std = sqrt(2 / (5 * fan_in)) with fan_in = block_size.
         std = math.sqrt(2.0 / (5.0 * block_size))
@@ -99,7 +100,8 @@ class MLSTMLayer(nn.Module):
         self.proj_down = nn.Linear(inner, dim, bias=False)
         self._init_weights(dim, n_blocks, forget_bias_range)
 
-    def _init_weights(self, dim: int, n_blocks: int, forget_bias_range: tuple[float, float]) -> None:
+    def _init_weights(self, dim: int, n_blocks: int,
+                      forget_bias_range: tuple[float, float]) -> None:
         # xLSTM's scheme: "small init" for inputs, Wang init (depth-scaled) for the residual branch.
         nn.init.normal_(self.proj_up.weight, std=math.sqrt(2.0 / (5.0 * dim)))
         nn.init.normal_(self.proj_down.weight, std=2.0 / n_blocks / math.sqrt(dim))

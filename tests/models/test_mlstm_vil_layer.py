@@ -36,7 +36,8 @@ def test_forward_block_is_causal_and_reversed_block_is_anticausal():
 
 
 def test_stack_alternates_direction_so_every_position_sees_the_whole_sequence():
-    stack = build_vil_stack(16, 2, expansion_factor=2, n_heads=4, mlstm_form="parallel", chunk_size=4)
+    stack = build_vil_stack(16, 2, expansion_factor=2, n_heads=4, mlstm_form="parallel",
+                            chunk_size=4)
     assert [block.reverse for block in stack] == [False, True]
     torch.manual_seed(1)
     x = torch.randn(1, 10, 16)
