@@ -13,7 +13,11 @@ sequence end to the next multiple of `--chunk-size` (64 -> 1024) and cuts the pa
 which is exact because the cell is causal. `--chunk-size 143` (= 1001 / 7) needs no padding.
 
   python benchmarks/bench_mlstm.py
-  python benchmarks/bench_mlstm.py --head-dim 576 --chunk-size 143   # axlstm-base cell, E = 3
+  python benchmarks/bench_mlstm.py --head-dim 576 --chunk-size 256   # axlstm-base cell, E = 3
+
+The chunkwise form costs ~ S * DH * (DH + chunk) against the parallel form's ~ S^2 * DH, so it wins
+when the sequence is long next to the head dim: clearly for the tiny and small cells at 1001 steps,
+barely for the base cell (DH = 576), and not at the 251 tokens of a 2 s crop.
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def main() -> None:
     for label, index in (("wall", 0), ("CPU", 1)):
         speedup = parallel[index] / chunkwise[index]
         verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
-        print(f"  speed-up ({label}): {speedup:.2f}x (target >= {TARGET_SPEEDUP:.0f}x: {verdict})")
+        target = f" (target >= {TARGET_SPEEDUP:.0f}x at 1001: {verdict})" if options.seq_len == 1001 else ""
+        print(f"  speed-up ({label}): {speedup:.2f}x{target}")
 
 if __name__ == "__main__":
     main()
