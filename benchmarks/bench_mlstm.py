@@ -86,8 +86,8 @@ def main() -> None:
     for label, index in (("wall", 0), ("CPU", 1)):
         speedup = parallel[index] / chunkwise[index]
         verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
-        target = f" (target >= {TARGET_SPEEDUP:.0f}x at 1001: {verdict})" if options.seq_len == 1001 else ""
-        print(f"  speed-up ({label}): {speedup:.2f}x{target}")
+        target = f" (target >= {TARGET_SPEEDUP:.0f}x at 1001: {verdict})"
+        print(f"  speed-up ({label}): {speedup:.2f}x{target if options.seq_len == 1001 else ''}")
 
 if __name__ == "__main__":
     main()
