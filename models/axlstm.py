@@ -19,7 +19,7 @@ from models.encoder import EncoderOutput
 from models.interface import MaskedOutput, ModelSpec, count_parameters
 from models.mae_decoder import DecoderOutput
 from models.masking import Masking, count_kept, random_masking
-from models.patching import patchify
+from models.patching import patchify, unpatchify
 from models.positions import PositionEmbedding
 from models.registry import register_model
 from models.vil import LayerNormWithoutBias, build_vil_stack
@@ -45,11 +45,11 @@ class AxLSTMEncoder(nn.Module):
 
     def forward(self, patches: torch.Tensor, mask: torch.Tensor | None = None, *,
                 keep_feature_maps: bool = False) -> EncoderOutput:
-        """patches (batch, n, patch_values) in patch order; mask (batch, n), 1 = removed, or None."""
+        """patches (batch, n, patch_values) in patch order; mask (batch, n) 1 = removed, or None."""
         batch, n_patches, _ = patches.shape
         if n_patches > self.pos_embed.n_positions:
-            raise ValueError(f"{n_patches} patches exceed the {self.pos_embed.n_positions} positions "
-                             "the encoder was built for: split long inputs into crops "
+            raise ValueError(f"{n_patches} patches exceed the {self.pos_embed.n_positions} "
+                             "positions the encoder was built for: split long inputs into crops "
                              "(model.embed does this)")
         x = self.pos_embed(self.patch_embed(patches))  # (batch, n, dim)
         if mask is not None:
@@ -117,6 +117,11 @@ class AxLSTM(nn.Module):
             )
         return patchify(mel[:, None], self.spec.patch_frames, self.spec.patch_bins)
 
+    def unpatchify(self, patches: torch.Tensor) -> torch.Tensor:
+        """patches (batch, n_patches, patch_values) -> mel (batch, time, n_mels), to plot pred."""
+        n_time = patches.shape[1] // self.config.n_freq_patches
+        return unpatchify(patches, n_time, self.spec.patch_frames, self.spec.patch_bins)[:, 0]
+
     def forward_encoder(self, patches: torch.Tensor) -> tuple[EncoderOutput, Masking]:
         batch, n_patches, _ = patches.shape
         masking = random_masking(batch, n_patches, self.spec.mask_ratio, device=patches.device)
@@ -167,7 +172,8 @@ class AxLSTM(nn.Module):
         n_tokens = n_patches + self.encoder.n_prefix
         encoder = self.encoder
         flops = 6.0 * count_parameters(encoder.patch_embed) * n_patches
-        flops += 6.0 * (count_parameters(encoder.blocks) + count_parameters(encoder.norm)) * n_tokens
+        encoder_blocks = count_parameters(encoder.blocks) + count_parameters(encoder.norm)
+        flops += 6.0 * encoder_blocks * n_tokens
         decoder = self.decoder
         if isinstance(decoder, CrossMAEDecoder):
             n_removed = n_patches - count_kept(n_patches, config.mask_ratio)

@@ -1,4 +1,4 @@
-"""Configuration of the AxLSTM masked model (one dataclass for every size; overrides replace fields).
+"""Configuration of the AxLSTM masked model: one dataclass for every size; overrides replace fields.
 
 `build_model("axlstm-base", expansion_factor=2)` reproduces the authors' public code;
 `build_model("axlstm-base", decoder="cross", prediction_ratio=0.25)` swaps the MLP head for the
@@ -55,7 +55,8 @@ class AxLSTMConfig:
         if self.encoder_dim % 4:
             raise ValueError(f"{self.name}: encoder_dim={self.encoder_dim} must be a multiple of 4 "
                              "(2-D sin-cos positions)")
-        if self.expansion_factor < 1 or (self.expansion_factor * self.encoder_dim) % (4 * self.n_heads):
+        inner_dim = self.expansion_factor * self.encoder_dim
+        if self.expansion_factor < 1 or inner_dim % (4 * self.n_heads):
             raise ValueError(f"{self.name}: expansion_factor={self.expansion_factor} x encoder_dim="
                              f"{self.encoder_dim} must split into n_heads={self.n_heads} heads of "
                              "whole 4 x 4 projection blocks")
@@ -76,8 +77,8 @@ class AxLSTMConfig:
                                  f"in (0, mask_ratio={self.mask_ratio}]")
         if self.cross_feature_maps is not None and not (
                 1 <= self.cross_feature_maps <= self.encoder_depth + 1):
-            raise ValueError(f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be in "
-                             f"[1, encoder_depth + 1 = {self.encoder_depth + 1}]")
+            raise ValueError(f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be "
+                             f"in [1, encoder_depth + 1 = {self.encoder_depth + 1}]")
         if self.decoder == "cross" and self.loss_on_all_patches:
             raise ValueError(f"{self.name}: loss_on_all_patches needs decoder='head' (CrossMAE "
                              "predicts removed patches only)")

@@ -16,13 +16,14 @@ Conventions (identical to `mlstm_kernels` 2.0.6 so that its native kernels serve
   which m is chosen (up to `eps`, which is added to the stabilized denominator).
 - Unlike the reference kernels, m is floored at 0: with strongly negative input gates the
   largest log-weight m falls below -88, exp(-m) becomes inf and the backward pass turns NaN.
-  m >= max(log-weight) is all the stabilizer needs, so flooring it changes nothing else.
+  m >= max(log-weight) is all the stabilizer needs; the floor changes results only via eps.
 
 Two forms compute the same function:
 - `mlstm_parallel`: the (seq x seq) decay matrix at once. Memory and time grow with seq^2.
 - `mlstm_chunkwise`: the sequence is cut into chunks of `chunk_size`; inside a chunk the
   parallel form, across chunks the memory state (C, n) carried at chunk boundaries. Time grows
-  with seq * (chunk_size + head_dim), so it wins for long sequences.
+  with seq * head_dim * (chunk_size + head_dim) instead of seq^2 * head_dim, so it wins when the
+  sequence is long next to head_dim (benchmarks/bench_mlstm.py).
 """
 
 from __future__ import annotations
@@ -67,33 +68,33 @@ def mlstm_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact: 
                    f_preact: torch.Tensor, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
     """Stabilized parallel form. q, k, v: (B, NH, S, DH); gates: (B, NH, S) -> h (B, NH, S, DH)."""
     _check_shapes(q, k, v, i_preact, f_preact)
-    head_dim = q.shape[-1]
+    q = q * q.shape[-1] ** -0.5  # cheaper on (S, DH) than on the (S, S) scores
     log_forget_cumsum = F.logsigmoid(f_preact).cumsum(-1)  # (B, NH, S)
     log_decay = _causal_log_decay(log_forget_cumsum, i_preact)  # (B, NH, S, S)
     # Row-wise max: the largest weight in each row becomes at most exp(0) = 1.
     log_scale = log_decay.max(dim=-1, keepdim=True).values.clamp(min=0.0)  # (B, NH, S, 1)
-    decay = torch.exp(log_decay - log_scale)  # (B, NH, S, S)
-    scores = (q @ k.transpose(-2, -1)) * head_dim**-0.5 * decay  # (B, NH, S, S)
+    scores = (q @ k.transpose(-2, -1)) * torch.exp(log_decay - log_scale)  # (B, NH, S, S)
     normalizer = torch.maximum(scores.sum(-1, keepdim=True).abs(), torch.exp(-log_scale))
-    return (scores / (normalizer + eps)) @ v  # (B, NH, S, DH)
+    return (scores @ v) * (1.0 / (normalizer + eps))  # (B, NH, S, DH)
 
 
 def _chunk_boundary_states(
-    k: torch.Tensor, v: torch.Tensor, i_preact: torch.Tensor, log_forget_cumsum: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Memory (C, n) and its log-scale m at the start of every chunk, all chunks at once.
+    k: torch.Tensor, v_ext: torch.Tensor, i_preact: torch.Tensor, log_forget_cumsum: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Memory [C | n] and its log-scale m at the start of every chunk, all chunks at once.
 
-    k, v: (B, NH, NC, L, DH); i_preact, log_forget_cumsum: (B, NH, NC, L) where the cumsum restarts
-    in every chunk. Returns C (B, NH, NC, DH, DH), n (B, NH, NC, DH), m (B, NH, NC); C and n are
-    stored divided by exp(m). The state starts at zero with m = 0.
+    k: (B, NH, NC, L, DH); v_ext: (B, NH, NC, L, DH + 1), v with a ones column, so that the last
+    column of k^T v_ext accumulates the normalizer n alongside C. i_preact, log_forget_cumsum:
+    (B, NH, NC, L), the cumsum restarting in every chunk. Returns [C | n] (B, NH, NC, DH, DH + 1)
+    divided by exp(m), and m (B, NH, NC). The state starts at zero with m = 0.
     """
     chunk_log_forget = log_forget_cumsum[..., -1]  # (B, NH, NC): decay across a whole chunk
     # Log-weight of step t's write as seen at the end of its own chunk.
     log_write = chunk_log_forget[..., None] - log_forget_cumsum + i_preact  # (B, NH, NC, L)
     log_write_max = log_write.max(-1).values  # (B, NH, NC)
     k_weighted = k * torch.exp(log_write - log_write_max[..., None])[..., None]
-    chunk_c = k_weighted.transpose(-2, -1) @ v  # (B, NH, NC, DH, DH): one chunk's writes
-    chunk_n = k_weighted.sum(-2)  # (B, NH, NC, DH)
+    # One chunk's writes: (B, NH, NC, DH, DH + 1)
+    chunk_state = k_weighted.transpose(-2, -1) @ v_ext
 
     # The recurrence across chunks is linear, so unroll it: the state entering chunk c is the sum
     # over earlier chunks j of their writes, decayed by the forget gates of chunks j+1 .. c-1.
@@ -106,9 +107,8 @@ def _chunk_boundary_states(
     # The zero initial state has log-scale 0; decayed to chunk c it contributes decay_before[c].
     log_scale = torch.maximum(log_mix.max(-1).values, decay_before)  # (B, NH, NC)
     mix = torch.exp(log_mix - log_scale[..., None])  # (B, NH, NC, NC)
-    state_c = (mix @ chunk_c.flatten(-2)).view_as(chunk_c)  # (B, NH, NC, DH, DH)
-    state_n = mix @ chunk_n  # (B, NH, NC, DH)
-    return state_c, state_n, log_scale
+    state = (mix @ chunk_state.flatten(-2)).view_as(chunk_state)  # (B, NH, NC, DH, DH + 1)
+    return state, log_scale
 
 
 def mlstm_chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact: torch.Tensor,
@@ -125,31 +125,35 @@ def mlstm_chunkwise(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact:
     batch, heads, seq_len, head_dim = q.shape
     chunk_size = min(chunk_size, seq_len)
     pad = -seq_len % chunk_size
-    if pad:
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-        i_preact, f_preact = (F.pad(t, (0, pad)) for t in (i_preact, f_preact))
     num_chunks = (seq_len + pad) // chunk_size
+    q = q * head_dim**-0.5
+    # A ones column makes the normalizer n one more value channel (in padded rows too, where
+    # k = 0 writes nothing). Padding goes at the end, after every real step: causality keeps
+    # it out of the real outputs whatever its values.
+    v_ext = F.pad(v, (0, 1, 0, pad), value=1.0)  # (B, NH, S + pad, DH + 1)
+    if pad:
+        q, k = F.pad(q, (0, 0, 0, pad)), F.pad(k, (0, 0, 0, pad))
+        i_preact, f_preact = F.pad(i_preact, (0, pad)), F.pad(f_preact, (0, pad))
 
     def to_chunks(t: torch.Tensor) -> torch.Tensor:  # (B, NH, S, ...) -> (B, NH, NC, L, ...)
         return t.reshape(batch, heads, num_chunks, chunk_size, *t.shape[3:])
 
-    q, k, v, i_preact = to_chunks(q), to_chunks(k), to_chunks(v), to_chunks(i_preact)
+    q, k, v_ext, i_preact = to_chunks(q), to_chunks(k), to_chunks(v_ext), to_chunks(i_preact)
     log_forget_cumsum = F.logsigmoid(to_chunks(f_preact)).cumsum(-1)  # (B, NH, NC, L)
-    state_c, state_n, state_log_scale = _chunk_boundary_states(k, v, i_preact, log_forget_cumsum)
+    state, state_log_scale = _chunk_boundary_states(k, v_ext, i_preact, log_forget_cumsum)
 
     # Inside each chunk: the parallel form, plus the carried state read by q.
     log_decay = _causal_log_decay(log_forget_cumsum, i_preact)  # (B, NH, NC, L, L)
     log_scale_inter = log_forget_cumsum + state_log_scale[..., None]  # (B, NH, NC, L)
     log_scale = torch.maximum(log_scale_inter, log_decay.max(-1).values)
     log_scale = log_scale.clamp(min=0.0)[..., None]  # (B, NH, NC, L, 1)
-    scale = head_dim**-0.5
-    scores = (q @ k.transpose(-2, -1)) * scale * torch.exp(log_decay - log_scale)  # (.., L, L)
-    q_inter = q * (torch.exp(log_scale_inter[..., None] - log_scale) * scale)  # (.., L, DH)
-    numerator = q_inter @ state_c + scores @ v  # (B, NH, NC, L, DH)
-    denominator = (q_inter @ state_n[..., None]) + scores.sum(-1, keepdim=True)  # (.., L, 1)
-    normalizer = torch.maximum(denominator.abs(), torch.exp(-log_scale))
-    h = numerator / (normalizer + eps)  # (B, NH, NC, L, DH)
-    return h.reshape(batch, heads, num_chunks * chunk_size, -1)[:, :, :seq_len]
+    scores = (q @ k.transpose(-2, -1)) * torch.exp(log_decay - log_scale)  # (B, NH, NC, L, L)
+    q_inter = q * torch.exp(log_scale_inter[..., None] - log_scale)  # (B, NH, NC, L, DH)
+    out = q_inter @ state + scores @ v_ext  # (B, NH, NC, L, DH + 1)
+    numerator, denominator = out[..., :-1], out[..., -1:]
+    normalizer = torch.maximum(denominator.abs(), torch.exp(-log_scale))  # (B, NH, NC, L, 1)
+    h = numerator * (1.0 / (normalizer + eps))  # (B, NH, NC, L, DH)
+    return h.reshape(batch, heads, num_chunks * chunk_size, head_dim)[:, :, :seq_len]
 
 
 def mlstm(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact: torch.Tensor,

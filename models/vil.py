@@ -43,12 +43,13 @@ class LayerNormWithoutBias(nn.Module):
 
 
 class BlockDiagonalLinear(nn.Module):
-    """y = x W with W block-diagonal (dim / block_size blocks of block_size x block_size), no bias."""
+    """y = x W, W block-diagonal: dim / block_size blocks of block_size x block_size; no bias."""
 
     def __init__(self, dim: int, block_size: int) -> None:
         super().__init__()
         if dim % block_size:
-            raise ValueError(f"inner dim {dim} is not a multiple of the qkv block size {block_size}")
+            raise ValueError(f"inner dim {dim} is not a multiple of the qkv block size "
+                             f"{block_size}")
         self.block_size = block_size
         # Small init as in the xLSTM code: std = sqrt(2 / (5 * fan_in)) with fan_in = block_size.
         std = math.sqrt(2.0 / (5.0 * block_size))
@@ -99,7 +100,8 @@ class MLSTMLayer(nn.Module):
         self.proj_down = nn.Linear(inner, dim, bias=False)
         self._init_weights(dim, n_blocks, forget_bias_range)
 
-    def _init_weights(self, dim: int, n_blocks: int, forget_bias_range: tuple[float, float]) -> None:
+    def _init_weights(self, dim: int, n_blocks: int,
+                      forget_bias_range: tuple[float, float]) -> None:
         # xLSTM's scheme: "small init" for inputs, Wang init (depth-scaled) for the residual branch.
         nn.init.normal_(self.proj_up.weight, std=math.sqrt(2.0 / (5.0 * dim)))
         nn.init.normal_(self.proj_down.weight, std=2.0 / n_blocks / math.sqrt(dim))
@@ -110,6 +112,17 @@ class MLSTMLayer(nn.Module):
             self.forget_gate.bias.copy_(torch.linspace(*forget_bias_range, self.n_heads))
         nn.init.zeros_(self.input_gate.weight)
         nn.init.normal_(self.input_gate.bias, std=0.1)
+
+    def _cell(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_preact: torch.Tensor,
+              f_preact: torch.Tensor) -> torch.Tensor:
+        """The mLSTM in float32 even under bf16 autocast: the forget-gate cumsums and the
+        exp-stabilization lose too much in 8 mantissa bits (the reference kernels cast too)."""
+        device_type = q.device.type
+        if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+            with torch.autocast(device_type, enabled=False):
+                inputs = [t.float() for t in (q, k, v, i_preact, f_preact)]
+                return mlstm(*inputs, form=self.mlstm_form, chunk_size=self.chunk_size)
+        return mlstm(q, k, v, i_preact, f_preact, form=self.mlstm_form, chunk_size=self.chunk_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq_len, _ = x.shape
@@ -123,8 +136,7 @@ class MLSTMLayer(nn.Module):
         def to_heads(t: torch.Tensor) -> torch.Tensor:  # (B, S, inner) -> (B, NH, S, DH)
             return t.view(batch, seq_len, self.n_heads, -1).transpose(1, 2)
 
-        h = mlstm(to_heads(q), to_heads(k), to_heads(v), i_preact, f_preact,
-                  form=self.mlstm_form, chunk_size=self.chunk_size)  # (B, NH, S, DH)
+        h = self._cell(to_heads(q), to_heads(k), to_heads(v), i_preact, f_preact)  # (B, NH, S, DH)
         h = h.transpose(1, 2).reshape(batch * seq_len, self.inner_dim)
         h = F.group_norm(h, self.n_heads, self.norm_weight, None, GROUP_NORM_EPS)
         h = h.view(batch, seq_len, self.inner_dim) + self.learnable_skip * conv_act

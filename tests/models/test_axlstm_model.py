@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import models
+from pipeline.frontend import get_preset
 
 
 def _mel(batch: int = 2, seed: int = 0) -> torch.Tensor:
@@ -111,3 +112,17 @@ def test_wrong_mel_bins_names_the_front_end() -> None:
     model = models.build_model("axlstm-debug")
     with pytest.raises(ValueError, match="audiomae"):
         model(torch.randn(1, 200, 64))
+
+
+def test_spec_agrees_with_the_audiomae_front_end() -> None:
+    model = models.build_model("axlstm-debug")
+    preset = get_preset(model.spec.frontend_preset)
+    assert model.spec.frontend_preset == "audiomae" and model.spec.n_mels == preset.n_mels == 80
+    assert model.spec.input_shape == (200, 80) and model.spec.n_patches == 250
+    assert model.spec.frame_hop_ms == model.spec.patch_frames * preset.hop_ms
+
+
+def test_unpatchify_restores_the_mel() -> None:
+    model = models.build_model("axlstm-debug")
+    mel = _mel()
+    assert torch.equal(model.unpatchify(model.patchify(mel)), mel)

@@ -93,8 +93,10 @@ def test_first_two_steps_follow_the_recurrence():
         for t in range(2):
             memory = forget_gate[:, :, t, None, None] * memory + input_gate[:, :, t, None, None] * (
                 v[:, :, t, :, None] * k[:, :, t, None, :])
-            normalizer = forget_gate[:, :, t, None] * normalizer + input_gate[:, :, t, None] * k[:, :, t]
-            denominator = (normalizer * q_scaled[:, :, t]).sum(-1, keepdim=True).abs().clamp(min=1.0)
+            normalizer = (forget_gate[:, :, t, None] * normalizer
+                          + input_gate[:, :, t, None] * k[:, :, t])
+            denominator = (normalizer * q_scaled[:, :, t]).sum(-1, keepdim=True)
+            denominator = denominator.abs().clamp(min=1.0)
             expected = (memory @ q_scaled[:, :, t, :, None]).squeeze(-1) / denominator
             torch.testing.assert_close(h[:, :, t], expected, atol=1e-5, rtol=1e-5)
 

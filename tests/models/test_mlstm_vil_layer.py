@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from models.mlstm import mlstm
 from models.vil import MLSTMLayer, ViLBlock, build_vil_stack
 
 
@@ -35,7 +36,8 @@ def test_forward_block_is_causal_and_reversed_block_is_anticausal():
 
 
 def test_stack_alternates_direction_so_every_position_sees_the_whole_sequence():
-    stack = build_vil_stack(16, 2, expansion_factor=2, n_heads=4, mlstm_form="parallel", chunk_size=4)
+    stack = build_vil_stack(16, 2, expansion_factor=2, n_heads=4, mlstm_form="parallel",
+                            chunk_size=4)
     assert [block.reverse for block in stack] == [False, True]
     torch.manual_seed(1)
     x = torch.randn(1, 10, 16)
@@ -73,3 +75,15 @@ def test_layer_parameter_count_follows_the_xlstm_layout():
     expected = 16 * 64 + 32 * 5 + 3 * 32 * 4 + 2 * (96 * 4 + 4) + 32 + 32 + 32 * 16
     layer = _layer()
     assert sum(p.numel() for p in layer.parameters()) == expected
+
+
+def test_cell_runs_in_float32_under_bfloat16_autocast():
+    layer = _layer()
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=generator).bfloat16() for _ in range(3))
+    i_preact, f_preact = (torch.randn(2, 4, 9, generator=generator).bfloat16() for _ in range(2))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = layer._cell(q, k, v, i_preact, f_preact)
+    expected = mlstm(*(t.float() for t in (q, k, v, i_preact, f_preact)))
+    assert h.dtype == torch.float32
+    torch.testing.assert_close(h, expected)
