@@ -19,8 +19,9 @@ from typing import Literal
 
 import numpy as np
 import soundfile
-import torch
-import torchaudio
+
+# torch and torchaudio are imported inside the functions that use them: readers of finished shards
+# (crop workers, pandas users) need `normalize_clip` and the presets, not a 2-second torch import.
 
 TARGET_SAMPLE_RATE_HZ = 16_000
 
@@ -162,6 +163,9 @@ def to_mono_16k(wave: np.ndarray, sample_rate_hz: int) -> np.ndarray:
         wave = wave.mean(axis=1, dtype=np.float32)
     if sample_rate_hz == TARGET_SAMPLE_RATE_HZ:
         return np.ascontiguousarray(wave)
+    import torch
+    import torchaudio
+
     resampled = torchaudio.functional.resample(
         torch.from_numpy(np.ascontiguousarray(wave)), orig_freq=int(sample_rate_hz), new_freq=TARGET_SAMPLE_RATE_HZ
     )
@@ -171,6 +175,8 @@ def to_mono_16k(wave: np.ndarray, sample_rate_hz: int) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _mel_transform(preset: FrontendPreset) -> torchaudio.transforms.MelSpectrogram:
     # Built once per process: the filterbank and window are the costly part of construction.
+    import torchaudio
+
     return torchaudio.transforms.MelSpectrogram(
         sample_rate=preset.sample_rate_hz,
         n_fft=preset.n_fft,
@@ -191,6 +197,8 @@ def compute_log_mel(wave_16k: np.ndarray, preset: FrontendPreset) -> np.ndarray:
             f"clip of {len(wave_16k)} samples is shorter than the {preset.min_samples} samples "
             f"({1000 * preset.min_samples / preset.sample_rate_hz:.1f} ms) preset {preset.name!r} needs"
         )
+    import torch
+
     wave = torch.from_numpy(np.ascontiguousarray(wave_16k, dtype=np.float32))
     with torch.inference_mode():
         mel = _mel_transform(preset)(wave)  # (n_mels, frames)
