@@ -95,3 +95,16 @@ def test_output_holding_other_files_is_refused_even_with_overwrite(tmp_path):
 def test_rejected_jsonl_is_empty_when_nothing_was_rejected(shards):
     assert (shards / "rejected.jsonl").read_text() == ""
     assert json.loads((shards / "manifest.json").read_text())["rejected_by_kind"] == {}
+
+
+def test_max_hours_prepares_the_seeded_subset_and_records_it(ray_local, tmp_path):
+    from pipeline.inputs import list_inputs, select_subset_hours
+
+    manifest_path = write_labeled_corpus(tmp_path / "audio")
+    budget_hours = 6.0 / 3600
+    result = run_prep(PrepConfig(input_path=manifest_path, output_dir=tmp_path / "shards", max_hours=budget_hours,
+                                 seed=4, show_progress=False))
+    expected = {i.source for i in select_subset_hours(list_inputs(manifest_path).inputs, max_hours=budget_hours, seed=4)}
+    assert set(read_shard_table(tmp_path / "shards", columns=["source"])["source"].to_pylist()) == expected
+    assert result.manifest["num_listed_inputs"] == 6 and result.manifest["num_inputs"] == len(expected) < 6
+    assert result.manifest["settings"]["max_hours"] == budget_hours and result.manifest["settings"]["seed"] == 4
