@@ -2,14 +2,16 @@
 
     python benchmarks/bench_prep.py [--input DIR] [--minutes 32] [--num-cpus 2] [--json out.json]
 
-All three read the same files. Without --input, about `--minutes` of audio is generated once into
+All three read the same files. Without --input, about `--minutes` (default 60) of audio is generated once into
 the cache (espeak-ng speech at 16 kHz, sox noise/chirps at 16 kHz, 44.1 kHz stereo and 48 kHz), so
 decode, downmix and resampling costs are all present. Figures are audio seconds per wall second
 ("x real time"). Targets on 2 cores: (a)/(c) >= 3, (a)/(b) >= 1.6, (a) >= 500x.
 
 (a) is timed after a warm-up prep of one file per format and rate has started Ray's workers (their
 one-off start, importing torch, is reported separately as `ray_worker_warmup_s`); it includes listing, writing
-zstd Parquet, statistics and the manifest. (b) and (c) only compute, they write nothing.
+zstd Parquet, statistics and the manifest. (b) and (c) only compute, they write nothing. A run
+has a fixed cost (scheduling, the ledger actor, statistics; printed as the time of a warm run on a
+few files), which is why the default is an hour of audio rather than the minimum 30 minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import soundfile
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -104,6 +107,11 @@ def bench_ray(audio_dir: Path, work_dir: Path, num_cpus: int, preset_name: str) 
         run_prep(PrepConfig(input_path=warm_dir, output_dir=work_dir / "warmup_shards", preset_name=preset_name,
                             show_progress=False))
         warmup_s = time.perf_counter() - started
+        # The same few files again on warm workers: what one run costs beyond the audio itself.
+        started = time.perf_counter()
+        small = run_prep(PrepConfig(input_path=warm_dir, output_dir=work_dir / "small_shards",
+                                    preset_name=preset_name, show_progress=False))
+        small_run_s, small_audio_s = time.perf_counter() - started, small.manifest["total_hours"] * 3600
         started = time.perf_counter()
         result = run_prep(PrepConfig(input_path=audio_dir, output_dir=work_dir / "shards", preset_name=preset_name,
                                      show_progress=False))
@@ -111,20 +119,21 @@ def bench_ray(audio_dir: Path, work_dir: Path, num_cpus: int, preset_name: str) 
     finally:
         ray.shutdown()
     return {"audio_s": result.manifest["total_hours"] * 3600, "wall_s": elapsed_s, "ray_worker_warmup_s": warmup_s,
+            "small_run_s": small_run_s, "small_run_audio_s": small_audio_s,
             "rows": result.manifest["num_rows"], "rejected": result.manifest["num_rejected"]}
 
 
-def bench_single_process(paths: list[str], preset_name: str) -> dict:
-    import torch
-
+def bench_single_process(paths: list[str], preset_name: str, torch_threads: int) -> dict:
+    torch.set_num_threads(torch_threads)
     preset, audio_s = get_preset(preset_name), 0.0
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for path in paths:
         outcome = FileOutcome()
         for _ in featurize_file(path, preset, 10.0, outcome):
             pass
         audio_s += outcome.audio_s
-    return {"audio_s": audio_s, "wall_s": time.perf_counter() - started, "torch_threads": torch.get_num_threads()}
+    return {"audio_s": audio_s, "wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu_started,
+            "torch_threads": torch_threads}
 
 
 def bench_librosa(paths: list[str], preset_name: str) -> dict:
@@ -133,7 +142,7 @@ def bench_librosa(paths: list[str], preset_name: str) -> dict:
 
     preset = get_preset(preset_name)
     librosa.feature.melspectrogram(y=np.zeros(16_000, np.float32), sr=16_000)  # first-call set-up not timed
-    audio_s, started = 0.0, time.perf_counter()
+    audio_s, started, cpu_started = 0.0, time.perf_counter(), time.process_time()
     for path in paths:
         wave, rate = librosa.load(path, sr=16_000)
         power = librosa.feature.melspectrogram(
@@ -141,13 +150,13 @@ def bench_librosa(paths: list[str], preset_name: str) -> dict:
             n_mels=preset.n_mels, fmin=preset.f_min_hz, fmax=preset.f_max_hz, power=preset.power, htk=True)
         np.log(power + preset.log_eps)
         audio_s += len(wave) / rate
-    return {"audio_s": audio_s, "wall_s": time.perf_counter() - started}
+    return {"audio_s": audio_s, "wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu_started}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", type=Path, help="audio folder (default: generated, cached)")
-    parser.add_argument("--minutes", type=float, default=32.0, help="minutes of audio to generate")
+    parser.add_argument("--minutes", type=float, default=60.0, help="minutes of audio to generate")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "audioscale" / "bench_prep_audio")
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--preset", default="audiomae", choices=["audiomae", "dasheng"])
@@ -159,25 +168,34 @@ def main() -> int:
     print(f"bench_prep: {len(paths)} files in {audio_dir}, {os.cpu_count()} cores visible, Ray gets {args.num_cpus}")
     with tempfile.TemporaryDirectory(prefix="bench_prep_") as work:
         ray_run = bench_ray(audio_dir, Path(work), args.num_cpus, args.preset)
-    single = bench_single_process(paths, args.preset)
+    default_threads = torch.get_num_threads()
+    # (b) twice: torch's default threads (what a user's loop gets) and one thread; the ratio target
+    # is checked against the faster of the two.
+    singles = {threads: bench_single_process(paths, args.preset, threads) for threads in sorted({default_threads, 1})}
+    single = min(singles.values(), key=lambda run: run["wall_s"])
     librosa_run = bench_librosa(paths, args.preset)
 
-    speeds = {name: run["audio_s"] / run["wall_s"] for name, run in
-              [("a_ray_data", ray_run), ("b_single_process", single), ("c_librosa", librosa_run)]}
+    runs = {"(a) Ray Data prep": ray_run}
+    runs.update({f"(b) single process, {t} torch thread(s)": run for t, run in singles.items()})
+    runs["(c) librosa per file"] = librosa_run
+    speeds = {"a_ray_data": ray_run["audio_s"] / ray_run["wall_s"],
+              "b_single_process": single["audio_s"] / single["wall_s"],
+              "c_librosa": librosa_run["audio_s"] / librosa_run["wall_s"]}
     ratios = {"ray_over_librosa": speeds["a_ray_data"] / speeds["c_librosa"],
               "ray_over_single_process": speeds["a_ray_data"] / speeds["b_single_process"],
               "ray_x_real_time": speeds["a_ray_data"]}
     print(f"audio: {ray_run['audio_s'] / 60:.1f} min; Ray worker warm-up (not in (a)): "
-          f"{ray_run['ray_worker_warmup_s']:.1f} s; single process used {single['torch_threads']} torch threads")
-    for name, run in [("(a) Ray Data prep", ray_run), ("(b) single process, same functions", single),
-                      ("(c) librosa per file", librosa_run)]:
-        key = {"(a)": "a_ray_data", "(b)": "b_single_process", "(c)": "c_librosa"}[name[:3]]
-        print(f"{name:38s} {run['audio_s']:8.0f} audio-s in {run['wall_s']:7.2f} s = {speeds[key]:7.0f}x real time")
+          f"{ray_run['ray_worker_warmup_s']:.1f} s; a warm run of {ray_run['small_run_audio_s']:.0f} audio-s takes "
+          f"{ray_run['small_run_s']:.2f} s (about the fixed cost per run)")
+    for name, run in runs.items():
+        cpu = f", {run['audio_s'] / run['cpu_s']:6.0f}x per CPU-second" if "cpu_s" in run else ""
+        print(f"{name:40s} {run['audio_s']:7.0f} audio-s in {run['wall_s']:6.2f} s = "
+              f"{run['audio_s'] / run['wall_s']:6.0f}x real time{cpu}")
     for name, value in ratios.items():
         verdict = "meets" if value >= TARGETS[name] else "MISSES"
         print(f"{name:26s} {value:7.2f}  ({verdict} target >= {TARGETS[name]:g})")
     if args.json:
-        args.json.write_text(json.dumps({"runs": {"a": ray_run, "b": single, "c": librosa_run},
+        args.json.write_text(json.dumps({"runs": runs,
                                          "speeds_x_real_time": speeds, "ratios": ratios}, indent=2))
     return 0
 

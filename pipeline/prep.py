@@ -140,6 +140,16 @@ def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
         bar.update(done - bar.n)
 
 
+def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
+    """Workers report without waiting; give their last reports time to arrive. A file still
+    missing after the timeout is rejected as lost by `_account_for_every_input`, never dropped."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.get(ledger.progress.remote())[0] < num_files and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def run_prep(config: PrepConfig) -> PrepResult:
     """Run the prep stage; reuses a finished identical output."""
     started = time.monotonic()
@@ -178,6 +188,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
                 stop.set()
                 if bar.is_alive():
                     bar.join()
+            _wait_for_ledger(ledger, len(readable))
             ledger_summary = ray.get(ledger.summary.remote())
             ray.kill(ledger)
         finally:

@@ -55,5 +55,6 @@ class FeaturizeFiles:
         if rows:
             yield segments_to_table(rows, self.preset.n_mels)
         if self.ledger is not None:
-            # Waited on, so a file's fate is on record before its task counts as done.
-            ray.get(self.ledger.report.remote(outcomes))
+            # Not waited on, so no task ever stalls on the ledger (it may still be starting); the
+            # driver waits until the ledger has heard of every file before it reads the summary.
+            self.ledger.report.remote(outcomes)
