@@ -201,7 +201,8 @@ def run_prep(config: PrepConfig) -> PrepResult:
     rejected = _account_for_every_input(readable, stats.sources, rejected)
     write_rejected(config.output_dir, rejected)
     manifest = build_manifest(
-        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(), input_path=str(config.input_path),
+        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(),
+        input_path=str(config.input_path.expanduser().absolute()),
         num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
         dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
@@ -232,6 +233,8 @@ def format_summary(result: PrepResult) -> str:
         lines.append(f"prep: {result.output_dir} already holds these inputs with these settings "
                      f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo.")
     speed = f", {hours * 3600 / manifest['elapsed_s']:.0f}x real time" if manifest["elapsed_s"] > 0 else ""
+    if result.reused:
+        speed += f", made {manifest['created_utc']}"
     lines.append(
         f"prep: {manifest['num_inputs']} inputs -> {manifest['num_rows']} rows, {hours:.3f} h of audio "
         f"({manifest['preset']['name']} preset, {manifest['n_mels']} mel) in {manifest['elapsed_s']:.1f} s{speed}"
