@@ -37,6 +37,9 @@ from pipeline.shards import PART_GLOB, read_manifest
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
 MAX_FILES_PER_BATCH = 64
+# A task's Parquet part is assembled in memory before it is written, so a batch is also capped by
+# the bytes of its input files (256 MB of 16-bit 16 kHz WAV is ~2.2 h of audio, ~130 MB of mel).
+MAX_BATCH_INPUT_BYTES = 256 * 1024**2
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,8 +96,12 @@ def _start_ray(address: str | None) -> bool:
     return True
 
 
-def _files_per_batch(num_files: int, num_cpus: float) -> int:
-    return max(1, min(MAX_FILES_PER_BATCH, math.ceil(num_files / max(1.0, BATCHES_PER_CPU * num_cpus))))
+def files_per_batch(inputs: list[InputFile], num_cpus: float) -> int:
+    """Files handed to one task: balanced across CPUs, bounded in count and in input bytes."""
+    by_balance = math.ceil(len(inputs) / max(1.0, BATCHES_PER_CPU * num_cpus))
+    mean_bytes = sum(item.size_bytes for item in inputs) / max(1, len(inputs))
+    by_memory = int(MAX_BATCH_INPUT_BYTES // max(mean_bytes, 1.0))
+    return max(1, min(MAX_FILES_PER_BATCH, by_balance, by_memory))
 
 
 def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> None:
@@ -110,13 +117,13 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # prep draws one bar counted in input files instead
     num_cpus = ray.cluster_resources().get("CPU", 1.0)
-    files_per_batch = _files_per_batch(len(readable), num_cpus)
+    batch_files = files_per_batch(readable, num_cpus)
     items = [{"path": i.path, "source": i.source, "label": i.label, "split": i.split} for i in readable]
-    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / files_per_batch))
+    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_files))
     rows = files.map_batches(
         FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),
         batch_format="pyarrow",
-        batch_size=files_per_batch,
+        batch_size=batch_files,
         # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
         # pool starving its own input cannot happen.
         num_cpus=1,
