@@ -114,8 +114,6 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
         def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
             return f"part-{task_index:05d}-{write_uuid}.parquet"
 
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
     num_cpus = ray.cluster_resources().get("CPU", 1.0)
     batch_files = files_per_batch(readable, num_cpus)
     items = [{"path": i.path, "source": i.source, "label": i.label, "split": i.split} for i in readable]
@@ -128,7 +126,13 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
         # pool starving its own input cannot happen.
         num_cpus=1,
     )
-    rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd")
+    context = ray.data.DataContext.get_current()
+    shows_bars = context.enable_progress_bars
+    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
+    try:
+        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd")
+    finally:
+        context.enable_progress_bars = shows_bars
 
 
 def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
@@ -191,11 +195,11 @@ def run_prep(config: PrepConfig) -> PrepResult:
                 bar.start()
             try:
                 _run_ray_pipeline(config, readable, ledger)
+                _wait_for_ledger(ledger, len(readable))
             finally:
                 stop.set()
                 if bar.is_alive():
                     bar.join()
-            _wait_for_ledger(ledger, len(readable))
             ledger_summary = ray.get(ledger.summary.remote())
             ray.kill(ledger)
         finally:
