@@ -90,8 +90,9 @@ def _start_ray(address: str | None) -> bool:
         # Inside `ray job submit`: join that cluster with the job's own runtime environment.
         ray.init(log_to_driver=False)
     else:
+        # address="local": a fresh instance even when `ray start` left a cluster on this machine.
         # Capped object store: the default takes 30% of RAM, and prep streams, it never holds data.
-        ray.init(num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
+        ray.init(address="local", num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
                  log_to_driver=False)
     return True
 
