@@ -9,6 +9,11 @@ The frames of a whole column share one contiguous float16 buffer, so `mel_matric
 `mel_bin_sum` / `mel_bin_sq_sum` (float64, per mel bin, over the row's stored float16 values) let
 the prep stage compute the dataset's per-bin mean/std without reading the matrices twice.
 
+Reading without Ray: `read_shard_table(dir)`, or by hand
+`pd.concat(pd.read_parquet(p) for p in sorted(Path(dir).glob("part-*.parquet")))` and
+`mel_from_row(row)`. Pass the part files, not the folder: `pd.read_parquet(dir)` also tries to
+parse manifest.json as Parquet and fails.
+
 The training reader `crop_dataset` is implemented in `pipeline.crops` (it is the only part that
 needs Ray) and re-exported here.
 """
@@ -66,9 +71,11 @@ def segments_to_table(
     flat = np.concatenate([mel.reshape(-1) for mel in mels16]) if rows else np.zeros(0, np.float16)
     frame_lists = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float16()), n_mels)
     mel_column = pa.ListArray.from_arrays(pa.array(offsets), frame_lists)
-    as64 = [mel.astype(np.float64) for mel in mels16]
-    bin_sum = np.stack([m.sum(axis=0) for m in as64]) if rows else np.zeros((0, n_mels))
-    bin_sq_sum = np.stack([(m * m).sum(axis=0) for m in as64]) if rows else np.zeros((0, n_mels))
+    # Sums of the stored (float16-rounded) values; float32 squares are exact enough per row, the
+    # float64 accumulation keeps the dataset totals exact.
+    as32 = [mel.astype(np.float32) for mel in mels16]
+    bin_sum = np.stack([m.sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
+    bin_sq_sum = np.stack([np.square(m).sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
     columns = {
         "clip_id": [make_clip_id(source, segment.index) for source, _, _, segment in rows],
         "source": [source for source, _, _, _ in rows],
