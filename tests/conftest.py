@@ -21,7 +21,10 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
+        # address="local" always starts a private instance, even if a `ray start --head` cluster
+        # is running on this machine (a connect would reject num_cpus).
         ray.init(
+            address="local",
             num_cpus=2,
             include_dashboard=False,
             log_to_driver=False,
