@@ -94,7 +94,7 @@ def _as_vector(values: Any, name: str) -> np.ndarray:
     return array
 
 
-def _validate(inputs: dict[str, Any], target_name: str, target: Any, *, quality: bool) -> tuple[list[np.ndarray], np.ndarray]:
+def validate_law_inputs(inputs: dict[str, Any], target_name: str, target: Any, *, quality: bool) -> tuple[list[np.ndarray], np.ndarray]:
     columns = [_as_vector(v, k) for k, v in inputs.items()]
     y = _as_vector(target, target_name)
     for name, column in zip(inputs, columns):
@@ -214,7 +214,7 @@ def fit_saturating(
     n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
 ) -> LawFit:
     """Fit Q(X) = Q_inf - (X_c / X)^alpha; X is RankMe, N, D or C (positive), Q in [0, 1)."""
-    (column,), y = _validate({"x": x}, "q", q, quality=True)
+    (column,), y = validate_law_inputs({"x": x}, "q", q, quality=True)
     return _fit(
         SaturatingLaw(), [column], y, quality=True, huber_delta=huber_delta,
         groups=_configuration_groups([column], groups, len(y)),
@@ -227,7 +227,7 @@ def fit_joint(
     n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
 ) -> LawFit:
     """Fit Q(N, D) = 1 - [(1-Q_inf)^(1/alpha) + (N_C/N)^(alpha_N/alpha) + (D_C/D)^(alpha_D/alpha)]^alpha."""
-    columns, y = _validate({"n": n, "d": d}, "q", q, quality=True)
+    columns, y = validate_law_inputs({"n": n, "d": d}, "q", q, quality=True)
     return _fit(
         JointLaw(), columns, y, quality=True, huber_delta=huber_delta,
         groups=_configuration_groups(columns, groups, len(y)),
@@ -240,7 +240,7 @@ def fit_chinchilla(
     n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
 ) -> LawFit:
     """Fit L(N, D) = E + A/N^alpha + B/D^beta with a Huber loss on log L (delta 1e-3 by default)."""
-    columns, y = _validate({"n": n, "d": d}, "loss", loss, quality=False)
+    columns, y = validate_law_inputs({"n": n, "d": d}, "loss", loss, quality=False)
     return _fit(
         ChinchillaLaw(), columns, y, quality=False, huber_delta=huber_delta,
         groups=_configuration_groups(columns, groups, len(y)),
