@@ -6,10 +6,15 @@
 Each fit: a converged multi-start optimizer in log space (sweeps.fitting), percentile intervals
 from a bootstrap that resamples configurations (all seeds of a configuration together), AICc and
 BIC, and the leave-largest-out extrapolation error (fit without the largest scale, predict it).
+
+    python -m sweeps.laws --study NAME [--tracking-uri URI] [--n-bootstrap 200]
+
+refits a study's laws from its MLflow runs, without retraining, and logs them to the study run.
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,3 +273,22 @@ def pearson_early_prediction(rankme_by_step: Any, final_q: Any) -> pd.DataFrame:
         r = float(pearsonr(rankmes, qs).statistic) if np.ptp(rankmes) > 0 and np.ptp(qs) > 0 else float("nan")
         rows.append({"step": step, "pearson_r": r, "n_trials": len(pairs)})
     return pd.DataFrame(rows, columns=["step", "pearson_r", "n_trials"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Refit a study's scaling laws from MLflow, without retraining.")
+    parser.add_argument("--study", required=True, help="the study run's name (as given to sweeps.scaling)")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store")
+    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
+    args = parser.parse_args(argv)
+    # Imported here: study_tracking builds on this module (and MLflow is only needed for the CLI).
+    from sweeps.study_tracking import refit_study
+
+    try:
+        print(refit_study(args.study, tracking_uri=args.tracking_uri, n_bootstrap=args.n_bootstrap))
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+
+
+if __name__ == "__main__":
+    main()
