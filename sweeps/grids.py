@@ -72,13 +72,20 @@ CPU_STEPS = [25, 50, 100, 200]
 
 
 def _mask_ratio_points(profile: str) -> list[GridPoint]:
-    ratios = [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
+    ratios = (
+        [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
+    )
     return [GridPoint(label=f"mask{r:.2f}", model_overrides={"mask_ratio": r}, coordinate=r) for r in ratios]
 
 
 def _size_points(profile: str) -> list[GridPoint]:
     if profile == "paper":
-        return [GridPoint(label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae", coordinate=f"mae-en{w}-{d}") for w, d in PAPER_SIZES]
+        return [
+            GridPoint(
+                label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae", coordinate=f"mae-en{w}-{d}"
+            )
+            for w, d in PAPER_SIZES
+        ]
     return [
         GridPoint(
             label=f"w{w}d{d}",
@@ -105,12 +112,28 @@ def _compute_points(profile: str) -> list[GridPoint]:
 def _arch_points(profile: str) -> list[GridPoint]:
     """Four architectures at matched size; CrossMAE = the MAE encoder with the cross decoder."""
     if profile == "paper":
-        names = {"mae": "mae-en768-12", "audiomae++": "audiomae++-base", "axlstm": "axlstm-base", "crossmae": "mae-en768-12"}
+        names = {
+            "mae": "mae-en768-12",
+            "audiomae++": "audiomae++-base",
+            "axlstm": "axlstm-base",
+            "crossmae": "mae-en768-12",
+        }
     else:
-        names = {"mae": "mae-debug", "audiomae++": "audiomae++-debug", "axlstm": "axlstm-debug", "crossmae": "mae-debug"}
+        names = {
+            "mae": "mae-debug",
+            "audiomae++": "audiomae++-debug",
+            "axlstm": "axlstm-debug",
+            "crossmae": "mae-debug",
+        }
     cross = {"decoder": "cross", "prediction_ratio": 0.25}
     return [
-        GridPoint(label=arch, model_name=model, arch=arch, model_overrides=cross if arch == "crossmae" else {}, coordinate=arch)
+        GridPoint(
+            label=arch,
+            model_name=model,
+            arch=arch,
+            model_overrides=cross if arch == "crossmae" else {},
+            coordinate=arch,
+        )
         for arch, model in names.items()
     ]
 

@@ -37,15 +37,20 @@ def profile_q_inf_interval(x: Any, q: Any, *, level: float = 0.95, n_grid: int =
     form = SaturatingLaw()
     log_x, log_y = np.log(column)[:, None], np.log(1.0 - y)
     bounds = form.bounds(log_y)
-    problem = LogSpaceProblem(log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=bounds, huber_delta=None)
+    problem = LogSpaceProblem(
+        log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=bounds, huber_delta=None
+    )
     best = minimize_converged(problem, form.start_grid(log_x, log_y)).theta
     rss_min = _rss(problem, best)
 
     def profile_deviance(log_error: float, start: np.ndarray) -> tuple[float, np.ndarray]:
         """Deviance with log(1 - Q_inf) fixed; the other two parameters refitted from `start`."""
         fixed = LogSpaceProblem(
-            log_model=form.log_model, log_x=log_x, log_y=log_y,
-            bounds=[(log_error, log_error)] + bounds[1:], huber_delta=None,
+            log_model=form.log_model,
+            log_x=log_x,
+            log_y=log_y,
+            bounds=[(log_error, log_error)] + bounds[1:],
+            huber_delta=None,
         )
         theta, _ = refit_from(fixed, np.concatenate([[log_error], start[1:]]))
         return len(y) * np.log(max(_rss(fixed, theta), 1e-300) / max(rss_min, 1e-300)), theta

@@ -85,7 +85,9 @@ def metric_key(law_name: str) -> str:
     return "_".join(part for part in re.split(r"[^a-z0-9]+", law_name.lower()) if part)
 
 
-def log_study_analysis(run: tracking.TrackedRun, study_name: str, table: pd.DataFrame, *, n_bootstrap: int = 200) -> tuple[StudyFits, str]:
+def log_study_analysis(
+    run: tracking.TrackedRun, study_name: str, table: pd.DataFrame, *, n_bootstrap: int = 200
+) -> tuple[StudyFits, str]:
     """Fit the laws, then log parameters with intervals, the fit table, figures and the report."""
     study = fit_study_laws(table, n_bootstrap=n_bootstrap)
     metrics: dict[str, float] = {}
@@ -98,7 +100,10 @@ def log_study_analysis(run: tracking.TrackedRun, study_name: str, table: pd.Data
     finite = {key: value for key, value in metrics.items() if np.isfinite(value)}
     if finite:
         run.log_metrics(finite, step=0)
-    run.log_dict({"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped}, "laws/fits.json")
+    run.log_dict(
+        {"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped},
+        "laws/fits.json",
+    )
     tracking.log_text(run, fit_table_markdown(study), "laws/fit_table.md")
     figures = study_figures(table, study)
     for file_name, figure in figures.items():
@@ -120,5 +125,7 @@ def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap
     table = trial_table_from_runs(tracking.list_child_runs(uri, parent_run_id))
     if table.empty:
         raise ValueError(f"study {study_name!r} has no trial runs yet; run `python -m sweeps.scaling` first")
-    _, markdown = log_study_analysis(tracking.attach_run(uri, parent_run_id), study_name, table, n_bootstrap=n_bootstrap)
+    _, markdown = log_study_analysis(
+        tracking.attach_run(uri, parent_run_id), study_name, table, n_bootstrap=n_bootstrap
+    )
     return markdown

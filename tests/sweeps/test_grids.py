@@ -19,7 +19,9 @@ def test_paper_size_grid_is_the_study_table_and_registered():
     trials = expand_grids("size", profile="paper")
     assert len(trials) == 16
     assert {t.model_name for t in trials} <= set(list_models())
-    assert "mae-en1536-24" in {t.model_name for t in trials} and "mae-en256-1" in {t.model_name for t in trials}
+    assert "mae-en1536-24" in {t.model_name for t in trials} and "mae-en256-1" in {
+        t.model_name for t in trials
+    }
 
 
 def test_cpu_size_grid_builds_five_increasing_debug_sizes():

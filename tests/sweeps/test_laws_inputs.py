@@ -39,7 +39,12 @@ def test_mismatched_lengths_are_rejected():
 
 
 def test_early_prediction_hand_example():
-    histories = [{100: 1.0, 200: 40.0}, {100: 2.0, 200: 30.0}, {100: 3.0, 200: 20.0, 300: 5.0}, [(100, 4.0), (200, 10.0)]]
+    histories = [
+        {100: 1.0, 200: 40.0},
+        {100: 2.0, 200: 30.0},
+        {100: 3.0, 200: 20.0, 300: 5.0},
+        [(100, 4.0), (200, 10.0)],
+    ]
     final_q = [0.1, 0.2, 0.3, 0.5]
     table = pearson_early_prediction(histories, final_q)
     # By hand at step 100: x = 1..4, y = 1, 2, 3, 5 (x0.1): r = 6.5 / sqrt(5 * 8.75).

@@ -25,13 +25,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
-    parent = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=study_name)
+    parent = tracking.start_or_resume_run(
+        tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=study_name
+    )
     rng = np.random.default_rng(0)
     for ratio in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
         rankme = 40.0 + 400.0 * ratio**2
-        q = float(SaturatingLaw().predict({"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}, rankme)) + rng.normal(0.0, 0.003)
+        q = float(SaturatingLaw().predict({"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}, rankme)) + rng.normal(
+            0.0, 0.003
+        )
         child = tracking.start_or_resume_run(
-            tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=f"{study_name}/mask{ratio:.2f}", parent_run_id=parent.run_id
+            tracking_uri=tracking_uri,
+            experiment_name=STUDY_EXPERIMENT,
+            run_name=f"{study_name}/mask{ratio:.2f}",
+            parent_run_id=parent.run_id,
         )
         log_trial_result(child, TrialResult(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
@@ -39,7 +46,10 @@ def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
         ))  # fmt: skip
         child.finish()
     crashed = tracking.start_or_resume_run(
-        tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=f"{study_name}/mask0.30", parent_run_id=parent.run_id
+        tracking_uri=tracking_uri,
+        experiment_name=STUDY_EXPERIMENT,
+        run_name=f"{study_name}/mask0.30",
+        parent_run_id=parent.run_id,
     )
     mark_trial_failed(crashed, "RuntimeError: loss is NaN")
     return parent.run_id
@@ -82,8 +92,21 @@ def test_refit_of_an_unknown_study_names_it(study_store):
 def test_laws_cli_refits_without_retraining(study_store):
     tracking_uri, _ = study_store
     completed = subprocess.run(
-        [sys.executable, "-m", "sweeps.laws", "--study", "masks", "--tracking-uri", tracking_uri, "--n-bootstrap", "10"],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "sweeps.laws",
+            "--study",
+            "masks",
+            "--tracking-uri",
+            tracking_uri,
+            "--n-bootstrap",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "# Scaling study `masks`" in completed.stdout
