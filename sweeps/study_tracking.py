@@ -2,7 +2,8 @@
 
 Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
 - params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
-- metrics: `rankme` at each logged training step, `q` (final quality), `score/<task>`
+- metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
+  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `score/<task>`
 - tag `audioscale.trial_status`: "ok" or "failed" (with `audioscale.trial_error`)
 """
 
@@ -35,10 +36,12 @@ class TrialResult:
     hours: float
     flops: float  # training FLOPs, Kaplan's 6 x params x tokens processed
     mask_ratio: float
-    rankme_by_step: dict[int, float]
+    rankme: float  # final checkpoint, evaluation's fixed N: the R of Q(R)
+    rankme_by_step: dict[int, float]  # over training: early prediction
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
     configuration: str | None = None  # bootstrap unit; defaults to the trial name
+    rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
 
 
 def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
@@ -48,11 +51,12 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         "n_params": result.n_params, "hours": result.hours, "flops": result.flops,
         "mask_ratio": result.mask_ratio, "configuration": result.configuration or result.trial,
     })  # fmt: skip
-    for step, value in sorted(result.rankme_by_step.items()):
-        run.log_metrics({"rankme": value}, step=step)
+    if not result.rankme_history_logged:
+        for step, value in sorted(result.rankme_by_step.items()):
+            run.log_metrics({"rankme": value}, step=step)
     final_step = max(result.rankme_by_step, default=0)
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
-    run.log_metrics({"q": result.q, **scores}, step=final_step)
+    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores}, step=final_step)
     run.set_tags({STATUS_TAG: "ok"})
 
 
@@ -69,7 +73,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
         row.update({name: float(params[name]) if name in params else np.nan for name in NUMERIC_PARAMS})
         row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
-        row["rankme"] = metrics["rankme"][-1][1] if metrics.get("rankme") else np.nan
+        row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
         row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
         for key, history in metrics.items():
             if key.startswith(TASK_SCORE_PREFIX):

@@ -42,7 +42,7 @@ def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
         )
         log_trial_result(child, TrialResult(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
-            mask_ratio=ratio, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
+            mask_ratio=ratio, rankme=rankme, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
         ))  # fmt: skip
         child.finish()
     crashed = tracking.start_or_resume_run(
