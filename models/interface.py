@@ -1,0 +1,68 @@
+"""What every model in the zoo exposes to the pipeline: its output, its spec, its parameter count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+# Conventions shared by every model in this package (stated once, here):
+# - mel input is (batch, time_frames, mel_bins) float32; internally (batch, 1, time, mel).
+# - patches are ordered time-major: token index = time_patch * n_freq_patches + freq_patch, so the
+#   tokens of one time step are contiguous and frame features are a plain reshape.
+# - mask: 1 = removed (hidden from the encoder), 0 = visible. `scored`: 1 = in the loss.
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaskedOutput:
+    """What `model(mel)` returns.
+
+    loss: scalar mean squared error over the scored patches.
+    pred: (batch, n_patches, patch_values) predictions in patch order; rows that were not
+        decoded (CrossMAE partial reconstruction) are zero.
+    mask: (batch, n_patches) float, 1 = removed from the encoder input.
+    scored: (batch, n_patches) float, 1 = patch counted in the loss; None means "equal to mask".
+    """
+
+    loss: torch.Tensor
+    pred: torch.Tensor
+    mask: torch.Tensor
+    scored: torch.Tensor | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """The facts about a built model that the data pipeline and evaluation need."""
+
+    name: str
+    n_mels: int  # mel bins the model expects (64 for the dasheng front end, 80 for audiomae)
+    crop_frames: int  # training crop length in 10 ms frames
+    patch_frames: int  # time frames per patch
+    patch_bins: int  # mel bins per patch
+    mask_ratio: float  # fraction of patches removed from the encoder input
+    frontend_preset: str  # "audiomae" | "dasheng" (pipeline/frontend.py presets)
+    embed_dim: int  # feature size of one frame returned by `embed`
+    frame_hop_ms: float  # time between consecutive `embed` frames
+
+    @property
+    def n_time_patches(self) -> int:
+        return self.crop_frames // self.patch_frames
+
+    @property
+    def n_freq_patches(self) -> int:
+        return self.n_mels // self.patch_bins
+
+    @property
+    def n_patches(self) -> int:
+        return self.n_time_patches * self.n_freq_patches
+
+    @property
+    def input_shape(self) -> tuple[int, int]:
+        """(time_frames, mel_bins) of one training crop."""
+        return (self.crop_frames, self.n_mels)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable parameters (requires_grad); fixed sin-cos tables are buffers and do not count."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

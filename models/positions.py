@@ -1,0 +1,60 @@
+"""Absolute position embeddings: fixed sin-cos tables (buffers) and learnable tables (parameters).
+
+All tables are laid out in token order (time-major), shaped (1, n_patches, dim), so a crop
+shorter than the training crop uses a prefix of the table.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """positions (n,) float -> (n, dim): [sin(p * w_k) for k] ++ [cos(p * w_k) for k], w_k = 1e4^(-k/(dim/2))."""
+    if dim % 2 != 0:
+        raise ValueError(f"sin-cos embedding needs an even dim, got {dim}")
+    omega = 1.0 / 10000 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim / 2))
+    angles = positions.to(torch.float64)[:, None] * omega[None, :]  # (n, dim/2)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).float()
+
+
+def sincos_2d(n_time: int, n_freq: int, dim: int) -> torch.Tensor:
+    """(n_time * n_freq, dim) time-major: first half of dim encodes time, second half frequency."""
+    if dim % 4 != 0:
+        raise ValueError(f"2-D sin-cos embedding needs dim divisible by 4, got {dim}")
+    time_index = torch.arange(n_time).repeat_interleave(n_freq)  # (n_time * n_freq,)
+    freq_index = torch.arange(n_freq).repeat(n_time)
+    return torch.cat([sincos_1d(time_index, dim // 2), sincos_1d(freq_index, dim // 2)], dim=1)
+
+
+class PositionEmbedding(nn.Module):
+    """Adds a (1, n_patches, dim) table to patch tokens; `kind` is "learnable", "sincos2d" or "sincos1d"."""
+
+    def __init__(self, *, kind: str, n_time: int, n_freq: int, dim: int) -> None:
+        super().__init__()
+        self.kind = kind
+        n_patches = n_time * n_freq
+        if kind == "learnable":
+            self.table = nn.Parameter(torch.zeros(1, n_patches, dim))
+            nn.init.trunc_normal_(self.table, std=0.02)
+        elif kind == "sincos2d":
+            self.register_buffer("table", sincos_2d(n_time, n_freq, dim)[None], persistent=False)
+        elif kind == "sincos1d":
+            table = sincos_1d(torch.arange(n_patches), dim)[None]
+            self.register_buffer("table", table, persistent=False)
+        else:
+            raise ValueError(f"position embedding kind {kind!r}: use learnable, sincos2d or sincos1d")
+
+    @property
+    def n_positions(self) -> int:
+        return self.table.shape[1]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (batch, n, dim) in patch order, n <= n_positions."""
+        return tokens + self.table[:, : tokens.shape[1]]
+
+    def at(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (batch, m) patch indices -> (batch, m, dim) their embeddings."""
+        table = self.table[0]  # (n_positions, dim)
+        return table[ids]
