@@ -26,12 +26,14 @@ TARGET_SAMPLE_RATE_HZ = 16_000
 
 
 class AudioDecodeError(ValueError):
-    """An input that cannot be turned into audio; `reason` says why in words a user can act on."""
+    """An input that cannot be turned into audio; `reason` says why in words a user can act on,
+    `kind` is a short category used to group rejections in the prep summary."""
 
-    def __init__(self, path: str | Path, reason: str):
+    def __init__(self, path: str | Path, reason: str, kind: str = "not audio"):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+        self.kind = kind
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -130,7 +132,7 @@ def load_audio(path: str | Path) -> tuple[np.ndarray, int]:
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
         raise AudioDecodeError(path, f"not readable as audio ({error})") from error
     if wave.shape[0] == 0:
-        raise AudioDecodeError(path, "contains no audio samples (zero-length)")
+        raise AudioDecodeError(path, "contains no audio samples (zero-length)", kind="zero-length")
     mono = wave.mean(axis=1, dtype=np.float32)
     check_finite(path, mono)
     return mono, int(sample_rate_hz)
@@ -138,7 +140,7 @@ def load_audio(path: str | Path) -> tuple[np.ndarray, int]:
 
 def check_file_not_empty(path: Path) -> None:
     if path.stat().st_size == 0:
-        raise AudioDecodeError(path, "empty file (0 bytes)")
+        raise AudioDecodeError(path, "empty file (0 bytes)", kind="empty file")
 
 
 def check_finite(path: str | Path, wave: np.ndarray) -> None:
@@ -148,7 +150,9 @@ def check_finite(path: str | Path, wave: np.ndarray) -> None:
     if not finite.all():
         n_nan = int(np.isnan(wave).sum())
         n_inf = int((~finite).sum()) - n_nan
-        raise AudioDecodeError(path, f"non-finite samples ({n_nan} NaN, {n_inf} inf) in float audio")
+        raise AudioDecodeError(
+            path, f"non-finite samples ({n_nan} NaN, {n_inf} inf) in float audio", kind="non-finite samples"
+        )
 
 
 def to_mono_16k(wave: np.ndarray, sample_rate_hz: int) -> np.ndarray:

@@ -1,0 +1,185 @@
+"""Pretraining checkpoints: a plain directory that loads without unpickling arbitrary objects.
+
+Layout (the contract other stages read):
+- `model.safetensors`: the model's state_dict (bare module: no DDP / torch.compile prefixes).
+- `model.json`: {"model_name", "overrides", "frontend_preset", "crop_frames", "step",
+  "shard_fingerprint", "code_version", ...extra}: enough to rebuild the model with
+  `models.build_model(model_name, **overrides)` and to know which data and code produced it.
+- `train_state.pt`: optimizer, scheduler, step and RNG state for resuming; only tensors, numbers,
+  strings, lists and dicts, so `torch.load(weights_only=True)` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.torch
+import torch
+from torch import nn
+
+WEIGHTS_FILE = "model.safetensors"
+META_FILE = "model.json"
+TRAIN_STATE_FILE = "train_state.pt"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint directory that is missing files or does not match its model."""
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The bare module under DDP (`.module`) and torch.compile (`._orig_mod`) wrappers."""
+    while True:
+        if hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        elif isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        else:
+            return model
+
+
+def save_model_checkpoint(
+    directory: str | Path,
+    model: nn.Module,
+    *,
+    model_name: str,
+    overrides: dict[str, Any],
+    step: int,
+    shard_fingerprint: str,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write `model.safetensors` and `model.json` into `directory` (created if missing)."""
+    from pipeline.tracking import code_version
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    bare = unwrap_model(model)
+    spec = getattr(bare, "spec", None)
+    meta = {
+        "model_name": model_name,
+        "overrides": dict(overrides),
+        "frontend_preset": getattr(spec, "frontend_preset", None),
+        "crop_frames": getattr(spec, "crop_frames", None),
+        "step": int(step),
+        "shard_fingerprint": shard_fingerprint,
+        "code_version": code_version(),
+    }
+    clashes = set(meta) & set(extra or {})
+    if clashes:
+        raise ValueError(f"extra checkpoint metadata may not overwrite the contract keys {sorted(clashes)}")
+    meta.update(extra or {})
+    # save_model drops the duplicate names of tied tensors, which save_file would refuse.
+    safetensors.torch.save_model(bare, str(directory / WEIGHTS_FILE), force_contiguous=True)
+    (directory / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return directory
+
+
+def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
+    """The `model.json` of a checkpoint, with a clear error when the directory is not one."""
+    path = Path(directory) / META_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{directory} is not a model checkpoint: {META_FILE} is missing "
+            "(pass the directory that `pipeline.pretrain` reported as the checkpoint)"
+        )
+    return json.loads(path.read_text())
+
+
+def load_model_weights(model: nn.Module, directory: str | Path) -> None:
+    """Load `model.safetensors` into an already built model (strict: every key must match)."""
+    path = Path(directory) / WEIGHTS_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{directory} has no {WEIGHTS_FILE}")
+    bare = unwrap_model(model)
+    device = next(bare.parameters()).device
+    missing, unexpected = safetensors.torch.load_model(bare, str(path), strict=False, device=str(device))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path} does not match the model: missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}; "
+            "was it written by a different model name or overrides?"
+        )
+
+
+def load_model_from_checkpoint(directory: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the model named in `model.json`, load its weights; returns (model in eval mode, meta)."""
+    import models
+
+    meta = read_checkpoint_meta(directory)
+    model = models.build_model(meta["model_name"], **meta["overrides"]).to(device)
+    load_model_weights(model, directory)
+    return model.eval(), meta
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Python, NumPy and torch RNG states as weights_only-loadable values."""
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": np_kind,
+            "keys": torch.from_numpy(np_keys.astype(np.int64)),
+            "pos": int(np_pos),
+            "has_gauss": int(np_has_gauss),
+            "gauss": float(np_gauss),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of `capture_rng_state`."""
+    random.setstate(_as_tuples(state["python"]))
+    numpy_state = state["numpy"]
+    np.random.set_state(
+        (
+            numpy_state["kind"],
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["gauss"],
+        )
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    # random.setstate wants the nested tuples back that a round trip may have turned into lists.
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def save_train_state(
+    directory: str | Path,
+    *,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    step: int,
+    rng_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write `train_state.pt`: what resuming needs beyond the weights."""
+    path = Path(directory) / TRAIN_STATE_FILE
+    torch.save(
+        {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "step": int(step),
+            "rng": rng_state if rng_state is not None else capture_rng_state(),
+        },
+        path,
+    )
+    return path
+
+
+def load_train_state(directory: str | Path) -> dict[str, Any]:
+    """`train_state.pt` read with weights_only=True (no arbitrary unpickling)."""
+    path = Path(directory) / TRAIN_STATE_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{directory} has no {TRAIN_STATE_FILE}: it cannot be resumed from")
+    return torch.load(path, map_location="cpu", weights_only=True)

@@ -1,0 +1,131 @@
+"""Optimizer and learning-rate schedule for masked pretraining, as in MAE / AudioMAE++ / CrossMAE.
+
+Rules (each one has a test in tests/pipeline/test_optim.py):
+- AdamW with betas (0.9, 0.95): the MAE recipe; the lower beta2 keeps large-batch ViT training stable.
+- Weight decay (default 0.05) only on matrices: biases, normalisation scales, every other 1-D
+  parameter, and the tokens a model names in `no_weight_decay_names()` (position, cls, mask) are
+  left undecayed, because shrinking them towards zero has no regularising meaning.
+- Peak lr = base_lr x global_batch / 256 x model.lr_scale (the linear scaling rule, times
+  CrossMAE's gamma/p when the model decodes only part of the masked patches).
+- Linear warmup from 0 to the peak, then a cosine decay to `min_lr_ratio` x peak.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+ADAMW_BETAS = (0.9, 0.95)
+DEFAULT_WEIGHT_DECAY = 0.05
+REFERENCE_BATCH_SIZE = 256
+
+_NORM_TYPES = (
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.RMSNorm,
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.instancenorm._InstanceNorm,
+)
+
+
+def scaled_learning_rate(*, base_lr: float, global_batch_size: int, lr_scale: float = 1.0) -> float:
+    """Peak lr by the linear scaling rule: base_lr x global_batch / 256 x lr_scale."""
+    if base_lr <= 0 or global_batch_size <= 0 or lr_scale <= 0:
+        raise ValueError(
+            f"base_lr ({base_lr}), global_batch_size ({global_batch_size}) and lr_scale ({lr_scale}) "
+            "must all be positive"
+        )
+    return base_lr * global_batch_size / REFERENCE_BATCH_SIZE * lr_scale
+
+
+def _strip_wrapper_prefixes(name: str) -> str:
+    """Parameter name as the bare model sees it (DDP adds `module.`, torch.compile `_orig_mod.`)."""
+    for prefix in ("module.", "_orig_mod."):
+        while name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name
+
+
+def _norm_parameter_ids(model: nn.Module) -> set[int]:
+    return {
+        id(param)
+        for module in model.modules()
+        if isinstance(module, _NORM_TYPES)
+        for param in module.parameters(recurse=False)
+    }
+
+
+def split_weight_decay_groups(model: nn.Module) -> tuple[list[str], list[str]]:
+    """Names of trainable parameters that get weight decay, and those that do not."""
+    bare_model = getattr(model, "module", model)
+    bare_model = getattr(bare_model, "_orig_mod", bare_model)
+    named_exempt = set(bare_model.no_weight_decay_names()) if hasattr(bare_model, "no_weight_decay_names") else set()
+    norm_ids = _norm_parameter_ids(model)
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        exempt = (
+            param.ndim <= 1  # biases, norm scales, gates: never decayed
+            or name.endswith(".bias")
+            or id(param) in norm_ids
+            or _strip_wrapper_prefixes(name) in named_exempt
+        )
+        (no_decay if exempt else decay).append(name)
+    return decay, no_decay
+
+
+def build_optimizer(
+    model: nn.Module,
+    *,
+    base_lr: float,
+    global_batch_size: int,
+    weight_decay: float = DEFAULT_WEIGHT_DECAY,
+    fused: bool = False,
+) -> torch.optim.AdamW:
+    """AdamW over two parameter groups (decayed / not), at the scaled peak learning rate."""
+    bare_model = getattr(model, "module", model)
+    bare_model = getattr(bare_model, "_orig_mod", bare_model)
+    peak_lr = scaled_learning_rate(
+        base_lr=base_lr,
+        global_batch_size=global_batch_size,
+        lr_scale=float(getattr(bare_model, "lr_scale", 1.0)),
+    )
+    decay_names, no_decay_names = split_weight_decay_groups(model)
+    params = dict(model.named_parameters())
+    groups = [
+        {"params": [params[n] for n in decay_names], "weight_decay": weight_decay, "group_name": "decay"},
+        {"params": [params[n] for n in no_decay_names], "weight_decay": 0.0, "group_name": "no_decay"},
+    ]
+    # `fused` runs one kernel per step on GPU; it is not implemented for every CPU dtype.
+    return torch.optim.AdamW(groups, lr=peak_lr, betas=ADAMW_BETAS, fused=fused or None)
+
+
+def warmup_cosine_factor(step: int, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+    """Multiplier of the peak lr at `step` (0-based): linear ramp, then cosine to `min_lr_ratio`."""
+    if step < warmup_steps:
+        # (step + 1) so that the very first update already moves the weights.
+        return (step + 1) / warmup_steps
+    # Counted like the warmup, so the last warmup step is the peak and the last step the floor.
+    decay_steps = max(1, total_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps + 1) / decay_steps)
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Per-step warmup + cosine schedule; its state_dict holds plain numbers only (weights_only safe)."""
+    if warmup_steps < 0 or total_steps <= 0:
+        raise ValueError(f"need warmup_steps >= 0 and total_steps > 0, got {warmup_steps} and {total_steps}")
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+
+    def factor(step: int) -> float:
+        return warmup_cosine_factor(
+            step, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio
+        )
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

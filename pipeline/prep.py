@@ -1,0 +1,269 @@
+"""`python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
+
+    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
+        [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
+
+Flow: list inputs on the driver -> (optional) seeded nested subset -> Ray Data: batches of files
+-> decode, 16 kHz mono, log-mel per segment -> write_parquet -> statistics, rejected.jsonl and
+manifest.json on the driver. Exit status: 0 when at least one input produced rows (or a finished
+identical run was reused), 1 when none did, 2 for a usage error (bad input path, output conflict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from pipeline.frontend import get_preset
+from pipeline.inputs import InputFile, InputListingError, list_inputs, select_subset_hours
+from pipeline.prep_output import (
+    OutputConflictError,
+    build_manifest,
+    compute_fingerprint,
+    compute_row_statistics,
+    prepare_output_dir,
+    write_manifest,
+    write_rejected,
+)
+from pipeline.shards import PART_GLOB, read_manifest
+
+# Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
+BATCHES_PER_CPU = 4
+MAX_FILES_PER_BATCH = 64
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrepConfig:
+    input_path: Path
+    output_dir: Path
+    preset_name: str = "audiomae"
+    segment_s: float = 10.0
+    max_hours: float | None = None
+    seed: int = 0
+    ray_address: str | None = None
+    overwrite: bool = False
+    show_progress: bool = True
+
+    def settings(self) -> dict:
+        """What decides the rows; recorded in the manifest and hashed into the fingerprint."""
+        return {
+            "preset": self.preset_name,
+            "segment_s": self.segment_s,
+            "max_hours": self.max_hours,
+            "seed": self.seed if self.max_hours is not None else None,
+        }
+
+
+@dataclasses.dataclass(kw_only=True)
+class PrepResult:
+    output_dir: Path
+    manifest: dict
+    reused: bool
+    elapsed_s: float
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.manifest["num_rows"] > 0 else 1
+
+
+def _start_ray(address: str | None) -> bool:
+    """Connect to `address`, reuse a running local Ray, or start one; True when we started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        # Capped object store: the default takes 30% of RAM, and prep streams, it never holds data.
+        ray.init(num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
+                 log_to_driver=False)
+    return True
+
+
+def _files_per_batch(num_files: int, num_cpus: float) -> int:
+    return max(1, min(MAX_FILES_PER_BATCH, math.ceil(num_files / max(1.0, BATCHES_PER_CPU * num_cpus))))
+
+
+def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> None:
+    import ray
+    from ray.data.datasource import FilenameProvider
+
+    from pipeline.prep_featurize import FeaturizeFiles
+
+    class PartNames(FilenameProvider):
+        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
+            return f"part-{task_index:05d}-{write_uuid}.parquet"
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
+    num_cpus = ray.cluster_resources().get("CPU", 1.0)
+    files_per_batch = _files_per_batch(len(readable), num_cpus)
+    items = [{"path": i.path, "source": i.source, "label": i.label, "split": i.split} for i in readable]
+    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / files_per_batch))
+    rows = files.map_batches(
+        FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),
+        batch_format="pyarrow",
+        batch_size=files_per_batch,
+        # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
+        # pool starving its own input cannot happen.
+        num_cpus=1,
+    )
+    rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd")
+
+
+def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
+    import ray
+    from tqdm import tqdm
+
+    # Redraws at most every 2 s so a log file (no terminal) gets a few lines, not hundreds.
+    with tqdm(total=total, unit="file", desc="prep", file=sys.stderr, mininterval=2.0) as bar:
+        while not stop.wait(1.0):
+            done, audio_s = ray.get(ledger.progress.remote())
+            if done != bar.n:
+                bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
+                bar.update(done - bar.n)
+        done, audio_s = ray.get(ledger.progress.remote())
+        bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
+        bar.update(done - bar.n)
+
+
+def run_prep(config: PrepConfig) -> PrepResult:
+    """Run the prep stage; reuses a finished identical output."""
+    started = time.monotonic()
+    preset = get_preset(config.preset_name)
+    if config.segment_s <= 0:
+        raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
+    listing = list_inputs(config.input_path)
+    selected = listing.inputs
+    if config.max_hours is not None:
+        selected = select_subset_hours(listing.inputs, max_hours=config.max_hours, seed=config.seed)
+    settings = config.settings()
+    fingerprint = compute_fingerprint(settings, selected)
+    if prepare_output_dir(config.output_dir, fingerprint=fingerprint, settings=settings, overwrite=config.overwrite):
+        return PrepResult(output_dir=config.output_dir, manifest=read_manifest(config.output_dir), reused=True,
+                          elapsed_s=time.monotonic() - started)
+
+    # Inputs that cannot even be opened are rejected here; the rest go to Ray.
+    rejected = [{"path": i.source, "kind": i.problem_kind, "reason": i.problem} for i in selected if i.problem]
+    readable = [i for i in selected if not i.problem]
+    partial, dropped_tail_s = [], 0.0
+    if readable:
+        import ray
+
+        from pipeline.prep_ledger import PrepLedger
+
+        started_ray = _start_ray(config.ray_address)
+        try:
+            ledger = PrepLedger.remote()
+            stop = threading.Event()
+            bar = threading.Thread(target=_progress_bar, args=(ledger, len(readable), stop), daemon=True)
+            if config.show_progress:
+                bar.start()
+            try:
+                _run_ray_pipeline(config, readable, ledger)
+            finally:
+                stop.set()
+                if bar.is_alive():
+                    bar.join()
+            ledger_summary = ray.get(ledger.summary.remote())
+            ray.kill(ledger)
+        finally:
+            if started_ray:
+                ray.shutdown()
+        rejected += ledger_summary["rejected"]
+        partial, dropped_tail_s = ledger_summary["partial"], ledger_summary["dropped_tail_s"]
+
+    stats = compute_row_statistics(config.output_dir, preset.n_mels)
+    rejected = _account_for_every_input(readable, stats.sources, rejected)
+    write_rejected(config.output_dir, rejected)
+    manifest = build_manifest(
+        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(), input_path=str(config.input_path),
+        num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
+        dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
+        skipped_symlink_loops=listing.skipped_symlink_loops,
+        part_names=sorted(p.name for p in config.output_dir.glob(PART_GLOB)),
+        elapsed_s=time.monotonic() - started,
+    )
+    write_manifest(config.output_dir, manifest)
+    return PrepResult(output_dir=config.output_dir, manifest=manifest, reused=False,
+                      elapsed_s=time.monotonic() - started)
+
+
+def _account_for_every_input(readable: list[InputFile], sources: set[str], rejected: list[dict]) -> list[dict]:
+    """The invariant: each input is a row source or rejected. Any file a failed worker lost without
+    a report is rejected here rather than vanishing."""
+    accounted = sources | {record["path"] for record in rejected}
+    lost = [
+        {"path": i.source, "kind": "lost", "reason": "no rows and no reason reported (a worker failed?); re-run"}
+        for i in readable if i.source not in accounted
+    ]
+    return [record for record in rejected if record["path"] not in sources] + lost
+
+
+def format_summary(result: PrepResult) -> str:
+    manifest = result.manifest
+    hours = manifest["total_hours"]
+    lines = []
+    if result.reused:
+        lines.append(f"prep: {result.output_dir} already holds these inputs with these settings "
+                     f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo.")
+    speed = f", {hours * 3600 / manifest['elapsed_s']:.0f}x real time" if manifest["elapsed_s"] > 0 else ""
+    lines.append(
+        f"prep: {manifest['num_inputs']} inputs -> {manifest['num_rows']} rows, {hours:.3f} h of audio "
+        f"({manifest['preset']['name']} preset, {manifest['n_mels']} mel) in {manifest['elapsed_s']:.1f} s{speed}"
+    )
+    if manifest["num_rejected"]:
+        by_kind = ", ".join(f"{count} {kind}" for kind, count in manifest["rejected_by_kind"].items())
+        lines.append(f"rejected {manifest['num_rejected']}: {by_kind} (reasons in rejected.jsonl)")
+    else:
+        lines.append("rejected 0")
+    if manifest["num_partial"]:
+        lines.append(f"{manifest['num_partial']} inputs decoded only in part (see partial_inputs in manifest.json)")
+    skipped = Counter({"non-audio files": manifest["skipped_non_audio_files"],
+                       "symlink loops": len(manifest["skipped_symlink_loops"])})
+    if +skipped:
+        lines.append("skipped while listing: " + ", ".join(f"{n} {what}" for what, n in (+skipped).items()))
+    lines.append(f"output: {result.output_dir} ({len(manifest['part_files'])} part files, manifest.json)")
+    if manifest["num_rows"] == 0:
+        lines.append("no input produced rows: check --input and rejected.jsonl")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> PrepConfig:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", required=True, type=Path, help="audio directory, or a .csv/.jsonl manifest")
+    parser.add_argument("--output", required=True, type=Path, help="shard directory to write")
+    parser.add_argument("--preset", default="audiomae", choices=["audiomae", "dasheng"])
+    parser.add_argument("--segment-s", type=float, default=10.0, help="longest segment (row), seconds")
+    parser.add_argument("--max-hours", type=float, default=None, help="seeded, nested subset of about H hours")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --max-hours subset")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--overwrite", action="store_true", help="replace shards made with other settings")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    return PrepConfig(input_path=args.input, output_dir=args.output.expanduser().absolute(), preset_name=args.preset,
+                      segment_s=args.segment_s, max_hours=args.max_hours, seed=args.seed, ray_address=args.address,
+                      overwrite=args.overwrite, show_progress=not args.no_progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    try:
+        result = run_prep(config)
+    except (OutputConflictError, InputListingError) as error:
+        print(f"prep: error: {error}", file=sys.stderr)
+        return 2
+    print(format_summary(result))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

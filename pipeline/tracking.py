@@ -1,0 +1,217 @@
+"""MLflow at the edge: the only module that imports mlflow.
+
+Conventions:
+- Tracking URIs are always absolute: Ray workers run in other working directories, and MLflow's
+  default (`sqlite:///mlflow.db`, artifacts in `./mlruns`) is relative to the current one.
+- A SQLite store keeps its artifacts beside the database, in `<db dir>/mlartifacts`.
+- A run is found again by its name inside its experiment, so re-running a pretraining with the same
+  run name appends to the same MLflow run.
+- Only rank 0 / the driver writes (SQLite and many concurrent writers do not mix); callers decide.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+
+from pipeline import paths
+
+CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
+MAX_PARAM_CHARS = 6000
+
+
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """An absolute tracking URI.
+
+    None -> `$MLFLOW_TRACKING_URI`, else `pipeline.paths.default_tracking_uri()`. A relative
+    `sqlite:///x.db` or a bare file path (`runs/mlflow.db`, or a directory that then holds
+    `mlflow.db`) becomes an absolute SQLite URI. Server URIs (http, https, databricks) pass through.
+    """
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db_path = Path(uri[len("sqlite:///") :])
+    elif "://" not in uri and ":" not in uri.split("/")[0]:
+        db_path = Path(uri)
+        if db_path.suffix != ".db":
+            db_path = db_path / "mlflow.db"
+    else:
+        return uri
+    db_path = db_path.expanduser().resolve()
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{db_path}"
+
+
+def _artifact_location(tracking_uri: str) -> str | None:
+    if tracking_uri.startswith("sqlite:///"):
+        return (Path(tracking_uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
+    return None  # a tracking server decides where artifacts go
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """`$AUDIOSCALE_CODE_VERSION`, else the git commit of this checkout (`+dirty` with local
+    changes), else the package version (e.g. inside a `ray job submit` working-dir copy)."""
+    if os.environ.get(CODE_VERSION_ENV):
+        return os.environ[CODE_VERSION_ENV]
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()
+        return f"git:{sha}{'+dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        from pipeline import __version__
+
+        return f"audioscale=={__version__}"
+
+
+def get_or_create_experiment(tracking_uri: str, experiment_name: str) -> str:
+    """The id of `experiment_name`, created (with an absolute artifact location) when missing."""
+    client = mlflow.MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(experiment_name, artifact_location=_artifact_location(tracking_uri))
+    except MlflowException:
+        # Another process created it between our lookup and create.
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+def find_run_id(tracking_uri: str, experiment_name: str, run_name: str) -> str | None:
+    """The newest run called `run_name` in `experiment_name`, or None."""
+    client = mlflow.MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        return None
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"attributes.run_name = '{run_name}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0].info.run_id if runs else None
+
+
+def _param_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text[:MAX_PARAM_CHARS]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackedRun:
+    """A handle on one MLflow run that any process can log through (no global active run)."""
+
+    tracking_uri: str
+    run_id: str
+
+    @property
+    def _client(self) -> mlflow.MlflowClient:
+        return mlflow.MlflowClient(self.tracking_uri)
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        """Log parameters; on a resumed run, a value that changed (e.g. more steps) is kept as
+        the tag `resumed_param.<key>` because MLflow parameters cannot be overwritten."""
+        logged = self._client.get_run(self.run_id).data.params
+        new, changed = [], []
+        for key, value in params.items():
+            text = _param_text(value)
+            if key not in logged:
+                new.append(Param(key, text))
+            elif logged[key] != text:
+                changed.append(RunTag(f"resumed_param.{key}", text))
+        self._client.log_batch(self.run_id, params=new, tags=changed)
+
+    def log_metrics(self, metrics: dict[str, float], *, step: int) -> None:
+        timestamp_ms = int(time.time() * 1000)
+        batch = [Metric(k, float(v), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
+        self._client.log_batch(self.run_id, metrics=batch)
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
+
+    def log_artifact(self, local_path: str | Path, *, artifact_path: str | None = None) -> None:
+        self._client.log_artifact(self.run_id, str(local_path), artifact_path=artifact_path)
+
+    def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
+        self._client.log_dict(self.run_id, data, artifact_file)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Mark the run FINISHED / FAILED / KILLED."""
+        self._client.set_terminated(self.run_id, status=status)
+
+    def artifact_uri(self) -> str:
+        return self._client.get_run(self.run_id).info.artifact_uri
+
+
+def start_or_resume_run(
+    *,
+    tracking_uri: str | None,
+    experiment_name: str,
+    run_name: str,
+    tags: dict[str, Any] | None = None,
+    parent_run_id: str | None = None,
+) -> TrackedRun:
+    """The run named `run_name` in `experiment_name` (created when missing), set back to RUNNING."""
+    uri = resolve_tracking_uri(tracking_uri)
+    client = mlflow.MlflowClient(uri)
+    run_id = find_run_id(uri, experiment_name, run_name)
+    if run_id is None:
+        experiment_id = get_or_create_experiment(uri, experiment_name)
+        all_tags = {"audioscale.code_version": code_version(), **(tags or {})}
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+    else:
+        client.update_run(run_id, status="RUNNING")
+        if tags:
+            TrackedRun(tracking_uri=uri, run_id=run_id).set_tags(tags)
+    return TrackedRun(tracking_uri=uri, run_id=run_id)
+
+
+def attach_run(tracking_uri: str, run_id: str) -> TrackedRun:
+    """A handle on an existing run, e.g. inside a Ray worker that was given the run id."""
+    return TrackedRun(tracking_uri=resolve_tracking_uri(tracking_uri), run_id=run_id)
+
+
+def read_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
+    """Params, tags, status, artifact URI and full metric histories [(step, value)] of a run."""
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    run = client.get_run(run_id)
+    history = {
+        key: [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))]
+        for key in run.data.metrics
+    }
+    return {
+        "run_id": run_id,
+        "run_name": run.info.run_name,
+        "status": run.info.status,
+        "params": dict(run.data.params),
+        "tags": dict(run.data.tags),
+        "metrics": history,
+        "artifact_uri": run.info.artifact_uri,
+    }
+
+
+def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> list[str]:
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    return [a.path for a in client.list_artifacts(run_id, path)]
