@@ -12,6 +12,7 @@ import csv
 import json
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -60,8 +61,11 @@ def evaluate_checkpoint(
     seeds: int = DEFAULT_SEEDS,
     probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
     device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
 ) -> EvaluationResult:
-    """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`."""
+    """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`.
+
+    `progress`, when given, receives one line per finished task (e.g. `print`)."""
     started = time.perf_counter()
     model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
     embedder = FrameEmbedder(model, normalisation=normalisation_for(get_preset(model.spec.frontend_preset), meta), device=device)
@@ -77,6 +81,12 @@ def evaluate_checkpoint(
         tick = time.perf_counter()
         task_scores[task.name], _ = probe_task(task, embeddings.splits, seeds=seeds, training=probe_training)
         seconds[f"probe/{task.name}"] = time.perf_counter() - tick
+        if progress is not None:
+            score = task_scores[task.name]
+            progress(
+                f"[evaluate] {task.name}: {score.metric} {score.mean:.3f} "
+                f"(embed {seconds[f'embed/{task.name}']:.1f} s, probe {seconds[f'probe/{task.name}']:.1f} s)"
+            )
     rankme_value = _rankme_of(np.concatenate(all_features), rankme_n)
     seconds["total"] = time.perf_counter() - started
     return EvaluationResult(

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=args.seeds,
         probe_training=ProbeTrainingConfig(grid_points=args.grid_points, max_epochs=args.max_epochs),
         device=args.device,
+        progress=lambda line: print(line, flush=True),
     )
     if not args.no_mlflow:
         result.run_id = log_evaluation(
