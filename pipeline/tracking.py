@@ -217,6 +217,12 @@ def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> l
     return [a.path for a in client.list_artifacts(run_id, path)]
 
 
+def experiment_name_of_run(tracking_uri: str, run_id: str) -> str:
+    """The name of the experiment a run belongs to (added by the evaluate stream)."""
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    return client.get_experiment(client.get_run(run_id).info.experiment_id).name
+
+
 # --- Studies (stream laws): a study is a parent run; each trial is a child run. ---
 
 
