@@ -1,0 +1,58 @@
+"""Test-only fault injection for the pretraining loop, switched on by environment variables.
+
+The driver forwards every `AUDIOSCALE_TEST_*` variable to the Ray Train workers. Nothing here runs
+unless a variable is set; users never need them.
+- `AUDIOSCALE_TEST_CRASH_AT_STEP=S`, `AUDIOSCALE_TEST_CRASH_RANK=R` (default 1),
+  `AUDIOSCALE_TEST_CRASH_MARKER=PATH`: after finishing step S, rank R kills its process once
+  (`os._exit`); the marker file makes the restarted worker carry on.
+- `AUDIOSCALE_TEST_NAN_AT_STEP=S`: the loss of step S (1-based, every rank) becomes NaN.
+- `AUDIOSCALE_TEST_RECORD_CROPS_DIR=DIR`: each rank appends a hash of every crop it trains on to
+  `DIR/rank-<r>.txt` (with the node id in `DIR/node-<r>.txt`), to check the data split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+ENV_PREFIX = "AUDIOSCALE_TEST_"
+
+
+def forwarded_environment() -> dict[str, str]:
+    """The test hook variables set in this process, for the workers' runtime environment."""
+    return {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIX)}
+
+
+def maybe_crash(*, step: int, rank: int) -> None:
+    crash_step = os.environ.get(f"{ENV_PREFIX}CRASH_AT_STEP")
+    if crash_step is None or int(crash_step) != step:
+        return
+    if rank != int(os.environ.get(f"{ENV_PREFIX}CRASH_RANK", "1")):
+        return
+    marker = Path(os.environ[f"{ENV_PREFIX}CRASH_MARKER"])
+    if marker.exists():
+        return
+    marker.write_text(f"crashed rank {rank} after step {step}\n")
+    os._exit(1)
+
+
+def maybe_poison_loss(loss: torch.Tensor, *, step: int) -> torch.Tensor:
+    nan_step = os.environ.get(f"{ENV_PREFIX}NAN_AT_STEP")
+    if nan_step is not None and int(nan_step) == step:
+        return loss * float("nan")
+    return loss
+
+
+def maybe_record_crops(mel: torch.Tensor, *, rank: int, node_id: str) -> None:
+    directory = os.environ.get(f"{ENV_PREFIX}RECORD_CROPS_DIR")
+    if not directory:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / f"node-{rank}.txt").write_text(node_id)
+    crops = mel.detach().to("cpu", torch.float32).numpy()  # (batch, frames, n_mels)
+    with open(Path(directory) / f"rank-{rank}.txt", "a") as out:
+        for crop in crops:
+            out.write(hashlib.sha1(crop.tobytes()).hexdigest() + "\n")
