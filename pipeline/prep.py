@@ -80,7 +80,12 @@ def _start_ray(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, log_to_driver=False)
+        # Ship this package to the cluster's workers so a plain `--address` run needs no install there.
+        package_dir = str(Path(__file__).resolve().parent)
+        ray.init(address=address, runtime_env={"py_modules": [package_dir]}, log_to_driver=False)
+    elif os.environ.get("RAY_ADDRESS"):
+        # Inside `ray job submit`: join that cluster with the job's own runtime environment.
+        ray.init(log_to_driver=False)
     else:
         # Capped object store: the default takes 30% of RAM, and prep streams, it never holds data.
         ray.init(num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,

@@ -26,14 +26,15 @@ class FeaturizeFiles:
 
     def __init__(self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None,
                  torch_threads: int = 1):
-        # One torch thread per worker: parallelism comes from Ray's processes, and more threads on
-        # the same cores would only contend.
-        torch.set_num_threads(torch_threads)
+        self.torch_threads = torch_threads
         self.preset = get_preset(preset_name)
         self.segment_s = segment_s
         self.ledger = ledger
 
     def __call__(self, files: pa.Table) -> Iterator[pa.Table]:
+        # One torch thread per worker, set here in the worker (not in the driver that builds this
+        # object): parallelism comes from Ray's processes; more threads would only contend.
+        torch.set_num_threads(self.torch_threads)
         rows, outcomes = [], []
         for item in files.to_pylist():
             outcome = FileOutcome()
