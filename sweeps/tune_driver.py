@@ -7,7 +7,8 @@ study skips trials whose child run is marked ok, and re-running a trial reuses i
 child run; Tune carries on with the rest and the laws are fitted on what finished.
 
 The trial runner is a "module:function" path taking (TrialSpec, StudyContext, child run) and
-returning a TrialResult; Ray workers import it by name.
+returning a TrialResult; Ray workers import it by name. The real one is sweeps.trial's
+pretrain-then-evaluate; the driver first builds the shard sets its trials need.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ray import tune
 
 from pipeline import paths, tracking
 from sweeps.grids import TrialSpec, expand_grids
+from sweeps.study_context import StudyContext, child_run_name
 from sweeps.study_fits import StudyFits
 from sweeps.study_tracking import (
     STATUS_TAG,
@@ -33,24 +35,9 @@ from sweeps.study_tracking import (
     mark_trial_failed,
     trial_table_from_runs,
 )
+from sweeps.trial import prepare_study_shards
 
 REAL_TRIAL_RUNNER = "sweeps.trial:run_pretrain_and_evaluate"
-
-
-@dataclass(frozen=True, kw_only=True)
-class StudyContext:
-    """What every trial of a study shares (plain values: it travels to Ray workers)."""
-
-    study_name: str
-    parent_run_id: str
-    tracking_uri: str
-    storage_path: str
-    corpus_dir: str
-    shards_root: str
-    tasks_dir: str
-    gpus_per_trial: float = 0.0
-    global_batch_size: int = 32
-    eval_seeds: int = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,10 +50,6 @@ class StudyOutcome:
     table: pd.DataFrame
     fits: StudyFits
     report_markdown: str
-
-
-def child_run_name(study_name: str, trial_name: str) -> str:
-    return f"{study_name}/{trial_name}"
 
 
 def _load_runner(path: str):
@@ -132,6 +115,7 @@ def run_study(
     max_concurrent: int | None = None,
     address: str | None = None,
     runner: str = REAL_TRIAL_RUNNER,
+    prepare_shards: bool = True,
     n_bootstrap: int = 200,
 ) -> StudyOutcome:
     """Run (or resume) a study over `grid`, then fit and log its laws."""
@@ -159,7 +143,7 @@ def run_study(
         tracking_uri=uri,
         storage_path=str(storage_path or paths.default_ray_storage_dir()),
         corpus_dir=str(corpus_dir or paths.default_corpus_dir()),
-        shards_root=str(shards_root or paths.default_shards_dir()),
+        shards_root=str(shards_root or paths.audioscale_home() / "study_shards"),
         tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=gpus_per_trial,
     )
@@ -167,6 +151,10 @@ def run_study(
     if remaining:
         started_ray = _connect_ray(address)
         try:
+            if prepare_shards:
+                prepare_study_shards(
+                    remaining, corpus_dir=context.corpus_dir, shards_root=context.shards_root
+                )
             failed = _fan_out(remaining, context, runner, cpus_per_trial, gpus_per_trial, max_concurrent)
         finally:
             if started_ray:

@@ -14,7 +14,7 @@ SYNTHETIC_RUNNER = "tests.sweeps.synthetic_trials:run_synthetic_trial"
 def _study(tmp_path, **changes):
     settings = {
         "grid": "mask_ratio", "study_name": "masks", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "n_bootstrap": 20,
+        "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "prepare_shards": False, "n_bootstrap": 20,
     }  # fmt: skip
     return run_study(**{**settings, **changes})
 
@@ -35,7 +35,9 @@ def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local,
     second = _study(tmp_path, resume=True)
     assert second.trials_run == ["mask0.70"] and len(second.trials_skipped) == 4
     executions = (tmp_path / "ray" / "executions.txt").read_text().split()
-    assert sorted(executions) == sorted(["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"])
+    assert sorted(executions) == sorted(
+        ["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"]
+    )
 
     children = tracking.list_child_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", second.parent_run_id)
     assert len(children) == 5  # the crashed trial's run was reused, not duplicated

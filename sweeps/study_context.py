@@ -1,0 +1,25 @@
+"""What every trial of a study shares, and how its MLflow child run is named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyContext:
+    """What every trial of a study shares (plain values: it travels to Ray workers)."""
+
+    study_name: str
+    parent_run_id: str
+    tracking_uri: str
+    storage_path: str
+    corpus_dir: str
+    shards_root: str
+    tasks_dir: str
+    gpus_per_trial: float = 0.0
+    global_batch_size: int = 32
+    eval_seeds: int = 3
+
+
+def child_run_name(study_name: str, trial_name: str) -> str:
+    return f"{study_name}/{trial_name}"
