@@ -20,16 +20,28 @@ from sweeps.tune_driver import run_study
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--grid", required=True, help=f"one of {sorted(GRIDS)}, or several comma-separated")
-    parser.add_argument("--profile", choices=PROFILES, default="cpu_default", help="grid values (default: %(default)s)")
+    parser.add_argument(
+        "--profile", choices=PROFILES, default="cpu_default", help="grid values (default: %(default)s)"
+    )
     parser.add_argument("--study", default=None, help="study name (default: <grid>-<profile>)")
-    parser.add_argument("--resume", action="store_true", help="continue a study: finished trials are not re-run")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue a study: finished trials are not re-run"
+    )
     parser.add_argument("--gpus-per-trial", type=float, default=0.0)
-    parser.add_argument("--cpus-per-trial", type=float, default=0.5, help="for the trial driver process itself")
-    parser.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
+    parser.add_argument(
+        "--cpus-per-trial", type=float, default=0.5, help="for the trial driver process itself"
+    )
+    parser.add_argument(
+        "--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)"
+    )
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)"
+    )
     parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")

@@ -75,7 +75,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
             steps=spec.train_steps,
             global_batch_size=context.global_batch_size,
             use_gpu=context.gpus_per_trial > 0,
-            cpus_per_worker=1.0,
+            cpus_per_worker=context.cpus_per_worker,
             run_name=child_run_name(context.study_name, spec.name),
             storage_path=context.storage_path,
             tracking_uri=context.tracking_uri,

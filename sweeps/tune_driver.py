@@ -111,7 +111,7 @@ def run_study(
     shards_root: str | None = None,
     tasks_dir: str | None = None,
     gpus_per_trial: float = 0.0,
-    cpus_per_trial: float = 1.0,
+    cpus_per_trial: float = 0.5,
     max_concurrent: int | None = None,
     address: str | None = None,
     runner: str = REAL_TRIAL_RUNNER,
@@ -150,6 +150,9 @@ def run_study(
     failed: list[str] = []
     if remaining:
         started_ray = _connect_ray(address)
+        if max_concurrent is None:
+            # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
+            max_concurrent = max(1, int(ray.cluster_resources().get("CPU", 2) // 2))
         try:
             if prepare_shards:
                 prepare_study_shards(
