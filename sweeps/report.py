@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from sweeps.early_prediction import simulate_rankme_early_stop  # noqa: E402
 from sweeps.laws import LawFit, pearson_early_prediction  # noqa: E402
 from sweeps.study_fits import SATURATING_LAWS, StudyFits, task_score_columns, usable_trials  # noqa: E402
 
@@ -191,6 +192,21 @@ def study_markdown(study_name: str, table: pd.DataFrame, study: StudyFits, figur
         sections += [
             f"| {row.step} | {row.pearson_r:.3f} | {row.n_trials} |" for row in correlations.itertuples()
         ]
+        names = trials["trial"] if "trial" in trials.columns else trials.index.astype(str)
+        stops = simulate_rankme_early_stop(trials["rankme_by_step"], trials["q"], names)
+        if len(stops):
+            sections += [
+                "",
+                "Simulated RankMe early stopping (keep the top half by RankMe at the step, stop the rest):",
+                "",
+                "| stop at step | trials kept | steps saved | best configuration kept |",
+                "|---|---|---|---|",
+            ]
+            sections += [
+                f"| {row.step} | {row.trials_kept} | {100 * row.steps_saved_fraction:.0f}% | "
+                f"{'yes' if row.best_kept else 'no'} |"
+                for row in stops.itertuples()
+            ]
     scores = task_score_columns(trials)
     if scores:
         sections += [

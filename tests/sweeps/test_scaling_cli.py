@@ -13,6 +13,8 @@ def test_unknown_grid_exits_2_naming_the_choices(capsys, tracking_uri):
 
 
 def test_existing_study_needs_resume(capsys, tracking_uri):
-    tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name="masks")
+    tracking.start_or_resume_run(
+        tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name="masks"
+    )
     assert main(["--grid", "mask_ratio", "--study", "masks", "--tracking-uri", tracking_uri]) == 2
     assert "pass --resume" in capsys.readouterr().err
