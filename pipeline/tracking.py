@@ -215,3 +215,35 @@ def read_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
 def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> list[str]:
     client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
     return [a.path for a in client.list_artifacts(run_id, path)]
+
+
+def experiment_name_of_run(tracking_uri: str, run_id: str) -> str:
+    """The name of the experiment a run belongs to (added by the evaluate stream)."""
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    return client.get_experiment(client.get_run(run_id).info.experiment_id).name
+
+
+# --- Studies (stream laws): a study is a parent run; each trial is a child run. ---
+
+
+def list_child_runs(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
+    """`read_run` of every run whose parent is `parent_run_id`, oldest first."""
+    uri = resolve_tracking_uri(tracking_uri)
+    client = mlflow.MlflowClient(uri)
+    parent = client.get_run(parent_run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+        order_by=["attributes.start_time ASC"],
+        max_results=50_000,
+    )
+    return [read_run(uri, child.info.run_id) for child in children]
+
+
+def log_figure(run: TrackedRun, figure: Any, artifact_file: str) -> None:
+    """A matplotlib figure as an image artifact of `run`."""
+    mlflow.MlflowClient(run.tracking_uri).log_figure(run.run_id, figure, artifact_file)
+
+
+def log_text(run: TrackedRun, text: str, artifact_file: str) -> None:
+    mlflow.MlflowClient(run.tracking_uri).log_text(run.run_id, text, artifact_file)

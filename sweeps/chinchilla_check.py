@@ -61,7 +61,11 @@ def load_chinchilla_points(csv_path: Path) -> ChinchillaPoints:
         raise ValueError(f"{csv_path} lacks column(s) {sorted(missing)}; expected params, train_flop, loss")
     table = table.sort_values("loss").iloc[:-N_HIGHEST_LOSS_DROPPED]
     n_params = table["params"].to_numpy(float)
-    return ChinchillaPoints(n_params=n_params, n_tokens=table["train_flop"].to_numpy(float) / (6.0 * n_params), loss=table["loss"].to_numpy(float))
+    return ChinchillaPoints(
+        n_params=n_params,
+        n_tokens=table["train_flop"].to_numpy(float) / (6.0 * n_params),
+        loss=table["loss"].to_numpy(float),
+    )
 
 
 def _problem(points: ChinchillaPoints) -> LogSpaceProblem:
@@ -76,7 +80,9 @@ def _problem(points: ChinchillaPoints) -> LogSpaceProblem:
     )
 
 
-def default_tolerance_fit(points: ChinchillaPoints, start: dict[str, float] = PUBLISHED_CHINCHILLA) -> DefaultToleranceFit:
+def default_tolerance_fit(
+    points: ChinchillaPoints, start: dict[str, float] = PUBLISHED_CHINCHILLA
+) -> DefaultToleranceFit:
     """The careless fit: mean-reduced Huber loss, scipy's default L-BFGS-B tolerances."""
     form, problem = ChinchillaLaw(), _problem(points)
     n = len(points.loss)
@@ -107,8 +113,12 @@ def _format_params(params: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--csv", type=Path, default=default_chinchilla_csv(), help="Epoch AI's Figure 4 points")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--csv", type=Path, default=default_chinchilla_csv(), help="Epoch AI's Figure 4 points"
+    )
     parser.add_argument("--n-bootstrap", type=int, default=400, help="bootstrap resamples for the intervals")
     args = parser.parse_args(argv)
 
@@ -116,7 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     fit = fit_chinchilla_points(points, n_bootstrap=args.n_bootstrap)
     elapsed_s = time.perf_counter() - started
-    print(f"converged fit on {fit.n_points} points ({elapsed_s:.1f} s, {fit.diagnostics.n_bootstrap} bootstrap replicates):")
+    print(
+        f"converged fit on {fit.n_points} points ({elapsed_s:.1f} s, {fit.diagnostics.n_bootstrap} bootstrap replicates):"
+    )
     print(f"  {_format_params(fit.params)}")
     for name, (low, high) in fit.ci.items():
         print(f"  {name} {100 * fit.ci_level:.0f}% interval: ({low:.4g}, {high:.4g})")

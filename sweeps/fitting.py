@@ -137,7 +137,9 @@ def _lbfgsb(problem: LogSpaceProblem, start: np.ndarray, scale: float) -> tuple[
     return result.x, float(result.fun)
 
 
-def _polish(problem: LogSpaceProblem, theta: np.ndarray, value: float, scale: float) -> tuple[np.ndarray, float, bool]:
+def _polish(
+    problem: LogSpaceProblem, theta: np.ndarray, value: float, scale: float
+) -> tuple[np.ndarray, float, bool]:
     """Restart from the best point until a restart no longer lowers the objective.
 
     Returns (theta, value, settled); settled is False if the fifth restart still improved.

@@ -56,7 +56,9 @@ class SaturatingLaw:
         top = float(log_y.min())
         lx_min, largest_error = float(log_x[:, 0].min()), float(np.exp(log_y.max()))
         rows = []
-        for drop, alpha, share in itertools.product((0.01, 0.5, 1.0, 2.0, 4.0), (0.05, 0.15, 0.4, 0.8, 1.5), (0.2, 0.5, 0.9)):
+        for drop, alpha, share in itertools.product(
+            (0.01, 0.5, 1.0, 2.0, 4.0), (0.05, 0.15, 0.4, 0.8, 1.5), (0.2, 0.5, 0.9)
+        ):
             # The power term makes up `share` of the largest observed error at the smallest X.
             rows.append([top - drop, np.log(share * largest_error) + alpha * lx_min, alpha])
         return np.array(rows)
@@ -86,14 +88,23 @@ class JointLaw:
         value = alpha * inner
         weighted_terms = (w * terms).sum(axis=0)
         jacobian = np.stack(
-            np.broadcast_arrays(w[0], inner - weighted_terms, w[1] * alpha_n, w[1] * gap_n, w[2] * alpha_d, w[2] * gap_d),
+            np.broadcast_arrays(
+                w[0], inner - weighted_terms, w[1] * alpha_n, w[1] * gap_n, w[2] * alpha_d, w[2] * gap_d
+            ),
             axis=-1,
         )
         return value, jacobian
 
     def bounds(self, log_y: np.ndarray) -> Bounds:
         # The outer alpha divides: keep it away from 0 so the terms stay finite.
-        return [(LOG_ERROR_FLOOR, float(log_y.min())), (0.05, 2.0), (None, None), EXPONENT_BOUNDS, (None, None), EXPONENT_BOUNDS]
+        return [
+            (LOG_ERROR_FLOOR, float(log_y.min())),
+            (0.05, 2.0),
+            (None, None),
+            EXPONENT_BOUNDS,
+            (None, None),
+            EXPONENT_BOUNDS,
+        ]
 
     def start_grid(self, log_x: np.ndarray, log_y: np.ndarray) -> np.ndarray:
         top, largest_error = float(log_y.min()), float(np.exp(log_y.max()))
@@ -150,17 +161,28 @@ class ChinchillaLaw:
     def start_grid(self, log_x: np.ndarray, log_y: np.ndarray) -> np.ndarray:
         # Hoffmann et al.'s initialisation grid (4500 starts), in (log E, log A, alpha, log B, beta).
         grid = itertools.product(
-            np.arange(-1.0, 1.01, 0.5), np.arange(0.0, 26.0, 5.0), np.arange(0.0, 2.01, 0.5),
-            np.arange(0.0, 26.0, 5.0), np.arange(0.0, 2.01, 0.5),
+            np.arange(-1.0, 1.01, 0.5),
+            np.arange(0.0, 26.0, 5.0),
+            np.arange(0.0, 2.01, 0.5),
+            np.arange(0.0, 26.0, 5.0),
+            np.arange(0.0, 2.01, 0.5),
         )
         return np.array(list(grid))
 
     def params_from_theta(self, theta: np.ndarray) -> dict[str, float]:
         log_e, log_a, alpha, log_b, beta = (float(v) for v in theta)
-        return {"E": float(np.exp(log_e)), "A": float(np.exp(log_a)), "B": float(np.exp(log_b)), "alpha": alpha, "beta": beta}
+        return {
+            "E": float(np.exp(log_e)),
+            "A": float(np.exp(log_a)),
+            "B": float(np.exp(log_b)),
+            "alpha": alpha,
+            "beta": beta,
+        }
 
     def theta_from_params(self, params: dict[str, float]) -> np.ndarray:
-        return np.array([np.log(params["E"]), np.log(params["A"]), params["alpha"], np.log(params["B"]), params["beta"]])
+        return np.array(
+            [np.log(params["E"]), np.log(params["A"]), params["alpha"], np.log(params["B"]), params["beta"]]
+        )
 
     def predict(self, params: dict[str, float], n: np.ndarray, d: np.ndarray) -> np.ndarray:
         n, d = np.asarray(n, dtype=float), np.asarray(d, dtype=float)

@@ -6,17 +6,22 @@
 Each fit: a converged multi-start optimizer in log space (sweeps.fitting), percentile intervals
 from a bootstrap that resamples configurations (all seeds of a configuration together), AICc and
 BIC, and the leave-largest-out extrapolation error (fit without the largest scale, predict it).
+
+    python -m sweeps.laws --study NAME [--tracking-uri URI] [--n-bootstrap 200]
+
+refits a study's laws from its MLflow runs, without retraining, and logs them to the study run.
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import pearsonr
 
+from sweeps.early_prediction import pearson_early_prediction
 from sweeps.fitting import (
     FitNotConvergedError,
     LogSpaceProblem,
@@ -26,6 +31,15 @@ from sweeps.fitting import (
     minimize_converged,
 )
 from sweeps.law_forms import ChinchillaLaw, JointLaw, SaturatingLaw
+
+__all__ = [
+    "FitNotConvergedError",
+    "LawFit",
+    "fit_chinchilla",
+    "fit_joint",
+    "fit_saturating",
+    "pearson_early_prediction",
+]
 
 MIN_POINTS = 5
 CHINCHILLA_HUBER_DELTA = 1e-3
@@ -66,7 +80,9 @@ class LawFit:
         if self.replicates.empty:
             nan = np.full(np.broadcast(*inputs).shape, np.nan)
             return nan, nan
-        predictions = np.array([self.form.predict(row, *inputs) for row in self.replicates.to_dict("records")])
+        predictions = np.array(
+            [self.form.predict(row, *inputs) for row in self.replicates.to_dict("records")]
+        )
         tail = 100.0 * (1.0 - self.ci_level) / 2.0
         low, high = np.percentile(predictions, [tail, 100.0 - tail], axis=0)
         return low, high
@@ -94,23 +110,33 @@ def _as_vector(values: Any, name: str) -> np.ndarray:
     return array
 
 
-def _validate(inputs: dict[str, Any], target_name: str, target: Any, *, quality: bool) -> tuple[list[np.ndarray], np.ndarray]:
+def validate_law_inputs(
+    inputs: dict[str, Any], target_name: str, target: Any, *, quality: bool
+) -> tuple[list[np.ndarray], np.ndarray]:
     columns = [_as_vector(v, k) for k, v in inputs.items()]
     y = _as_vector(target, target_name)
     for name, column in zip(inputs, columns):
         if len(column) != len(y):
-            raise ValueError(f"{name} has {len(column)} values but {target_name} has {len(y)}; pass one per trial")
+            raise ValueError(
+                f"{name} has {len(column)} values but {target_name} has {len(y)}; pass one per trial"
+            )
         if np.any(column <= 0):
-            raise ValueError(f"{name} must be positive (the law uses its logarithm); got min {column.min():g}")
+            raise ValueError(
+                f"{name} must be positive (the law uses its logarithm); got min {column.min():g}"
+            )
     if len(y) < MIN_POINTS:
         raise ValueError(
             f"need at least {MIN_POINTS} points to fit a scaling law, got {len(y)}; "
             "fewer cannot identify a 3-parameter law - run more configurations"
         )
     if quality and (np.any(y < 0) or np.any(y > 1)):
-        raise ValueError(f"{target_name} must lie in [0, 1] (a HEAR-style score); got range [{y.min():g}, {y.max():g}]")
+        raise ValueError(
+            f"{target_name} must lie in [0, 1] (a HEAR-style score); got range [{y.min():g}, {y.max():g}]"
+        )
     if quality and np.any(y == 1):
-        raise ValueError(f"{target_name} contains 1.0: the fit works on the error 1 - {target_name}, which must be > 0")
+        raise ValueError(
+            f"{target_name} contains 1.0: the fit works on the error 1 - {target_name}, which must be > 0"
+        )
     if not quality and np.any(y <= 0):
         raise ValueError(f"{target_name} must be positive (fitted in log space); got min {y.min():g}")
     return columns, y
@@ -141,7 +167,9 @@ def _fit(
 ) -> LawFit:
     log_x = np.log(np.stack(columns, axis=1))  # (n, k)
     log_y = np.log(1.0 - y) if quality else np.log(y)
-    problem = LogSpaceProblem(log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=form.bounds(log_y), huber_delta=huber_delta)
+    problem = LogSpaceProblem(
+        log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=form.bounds(log_y), huber_delta=huber_delta
+    )
     optimum = _converged_optimum(form, problem, seed)
     params = form.params_from_theta(optimum.theta)
 
@@ -150,7 +178,9 @@ def _fit(
     )
     tail = 100.0 * (1.0 - ci_level) / 2.0
     ci = {}
-    replicate_params = pd.DataFrame([form.params_from_theta(t) for t in thetas], columns=list(form.param_names))
+    replicate_params = pd.DataFrame(
+        [form.params_from_theta(t) for t in thetas], columns=list(form.param_names)
+    )
     if len(thetas):
         for name in form.param_names:
             low, high = np.percentile(replicate_params[name], [tail, 100.0 - tail])
@@ -167,7 +197,9 @@ def _fit(
         r2=r2,
         aicc=aicc,
         bic=bic,
-        extrapolation_error=_leave_largest_out(form, columns, y, quality=quality, huber_delta=huber_delta, seed=seed)
+        extrapolation_error=_leave_largest_out(
+            form, columns, y, quality=quality, huber_delta=huber_delta, seed=seed
+        )
         if extrapolate
         else float("nan"),
         n_points=len(y),
@@ -193,7 +225,15 @@ def _converged_optimum(form: Any, problem: LogSpaceProblem, seed: int) -> Optimu
     return optimum
 
 
-def _leave_largest_out(form: Any, columns: list[np.ndarray], y: np.ndarray, *, quality: bool, huber_delta: float | None, seed: int) -> float:
+def _leave_largest_out(
+    form: Any,
+    columns: list[np.ndarray],
+    y: np.ndarray,
+    *,
+    quality: bool,
+    huber_delta: float | None,
+    seed: int,
+) -> float:
     """Fit without the points at the largest scale (largest X, or largest N*D); error there."""
     scale = np.prod(np.stack(columns, axis=1), axis=1)
     held_out = scale == scale.max()
@@ -202,7 +242,11 @@ def _leave_largest_out(form: Any, columns: list[np.ndarray], y: np.ndarray, *, q
     kept = [c[~held_out] for c in columns]
     log_y = np.log(1.0 - y[~held_out]) if quality else np.log(y[~held_out])
     problem = LogSpaceProblem(
-        log_model=form.log_model, log_x=np.log(np.stack(kept, axis=1)), log_y=log_y, bounds=form.bounds(log_y), huber_delta=huber_delta
+        log_model=form.log_model,
+        log_x=np.log(np.stack(kept, axis=1)),
+        log_y=log_y,
+        bounds=form.bounds(log_y),
+        huber_delta=huber_delta,
     )
     optimum = minimize_converged(problem, form.start_grid(problem.log_x, log_y), seed=seed)
     prediction = form.predict(form.params_from_theta(optimum.theta), *[c[held_out] for c in columns])
@@ -210,61 +254,106 @@ def _leave_largest_out(form: Any, columns: list[np.ndarray], y: np.ndarray, *, q
 
 
 def fit_saturating(
-    x: Any, q: Any, *, groups: Any | None = None, huber_delta: float | None = None,
-    n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
+    x: Any,
+    q: Any,
+    *,
+    groups: Any | None = None,
+    huber_delta: float | None = None,
+    n_bootstrap: int = 200,
+    ci_level: float = 0.95,
+    extrapolate: bool = True,
+    seed: int = 0,
 ) -> LawFit:
     """Fit Q(X) = Q_inf - (X_c / X)^alpha; X is RankMe, N, D or C (positive), Q in [0, 1)."""
-    (column,), y = _validate({"x": x}, "q", q, quality=True)
+    (column,), y = validate_law_inputs({"x": x}, "q", q, quality=True)
     return _fit(
-        SaturatingLaw(), [column], y, quality=True, huber_delta=huber_delta,
+        SaturatingLaw(),
+        [column],
+        y,
+        quality=True,
+        huber_delta=huber_delta,
         groups=_configuration_groups([column], groups, len(y)),
-        n_bootstrap=n_bootstrap, ci_level=ci_level, extrapolate=extrapolate, seed=seed,
+        n_bootstrap=n_bootstrap,
+        ci_level=ci_level,
+        extrapolate=extrapolate,
+        seed=seed,
     )
 
 
 def fit_joint(
-    n: Any, d: Any, q: Any, *, groups: Any | None = None, huber_delta: float | None = None,
-    n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
+    n: Any,
+    d: Any,
+    q: Any,
+    *,
+    groups: Any | None = None,
+    huber_delta: float | None = None,
+    n_bootstrap: int = 200,
+    ci_level: float = 0.95,
+    extrapolate: bool = True,
+    seed: int = 0,
 ) -> LawFit:
     """Fit Q(N, D) = 1 - [(1-Q_inf)^(1/alpha) + (N_C/N)^(alpha_N/alpha) + (D_C/D)^(alpha_D/alpha)]^alpha."""
-    columns, y = _validate({"n": n, "d": d}, "q", q, quality=True)
+    columns, y = validate_law_inputs({"n": n, "d": d}, "q", q, quality=True)
     return _fit(
-        JointLaw(), columns, y, quality=True, huber_delta=huber_delta,
+        JointLaw(),
+        columns,
+        y,
+        quality=True,
+        huber_delta=huber_delta,
         groups=_configuration_groups(columns, groups, len(y)),
-        n_bootstrap=n_bootstrap, ci_level=ci_level, extrapolate=extrapolate, seed=seed,
+        n_bootstrap=n_bootstrap,
+        ci_level=ci_level,
+        extrapolate=extrapolate,
+        seed=seed,
     )
 
 
 def fit_chinchilla(
-    n: Any, d: Any, loss: Any, *, groups: Any | None = None, huber_delta: float | None = CHINCHILLA_HUBER_DELTA,
-    n_bootstrap: int = 200, ci_level: float = 0.95, extrapolate: bool = True, seed: int = 0,
+    n: Any,
+    d: Any,
+    loss: Any,
+    *,
+    groups: Any | None = None,
+    huber_delta: float | None = CHINCHILLA_HUBER_DELTA,
+    n_bootstrap: int = 200,
+    ci_level: float = 0.95,
+    extrapolate: bool = True,
+    seed: int = 0,
 ) -> LawFit:
     """Fit L(N, D) = E + A/N^alpha + B/D^beta with a Huber loss on log L (delta 1e-3 by default)."""
-    columns, y = _validate({"n": n, "d": d}, "loss", loss, quality=False)
+    columns, y = validate_law_inputs({"n": n, "d": d}, "loss", loss, quality=False)
     return _fit(
-        ChinchillaLaw(), columns, y, quality=False, huber_delta=huber_delta,
+        ChinchillaLaw(),
+        columns,
+        y,
+        quality=False,
+        huber_delta=huber_delta,
         groups=_configuration_groups(columns, groups, len(y)),
-        n_bootstrap=n_bootstrap, ci_level=ci_level, extrapolate=extrapolate, seed=seed,
+        n_bootstrap=n_bootstrap,
+        ci_level=ci_level,
+        extrapolate=extrapolate,
+        seed=seed,
     )
 
 
-def pearson_early_prediction(rankme_by_step: Any, final_q: Any) -> pd.DataFrame:
-    """Pearson r between RankMe at each logged step and the final Q across trials (Table III).
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Refit a study's scaling laws from MLflow, without retraining."
+    )
+    parser.add_argument("--study", required=True, help="the study run's name (as given to sweeps.scaling)")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store"
+    )
+    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
+    args = parser.parse_args(argv)
+    # Imported here: study_tracking builds on this module (and MLflow is only needed for the CLI).
+    from sweeps.study_tracking import refit_study
 
-    `rankme_by_step`: one entry per trial, a {step: rankme} mapping or a list of (step, rankme).
-    Returns columns step, pearson_r, n_trials; steps seen in fewer than 3 trials are left out.
-    """
-    histories = [{int(step): float(value) for step, value in dict(h).items()} for h in rankme_by_step]
-    final = _as_vector(final_q, "final_q")
-    if len(histories) != len(final):
-        raise ValueError(f"rankme_by_step has {len(histories)} trials but final_q has {len(final)}")
-    steps = sorted({int(step) for history in histories for step in history})
-    rows = []
-    for step in steps:
-        pairs = [(float(h[step]), q) for h, q in zip(histories, final) if step in h and np.isfinite(h[step])]
-        if len(pairs) < 3:
-            continue
-        rankmes, qs = np.array(pairs).T
-        r = float(pearsonr(rankmes, qs).statistic) if np.ptp(rankmes) > 0 and np.ptp(qs) > 0 else float("nan")
-        rows.append({"step": step, "pearson_r": r, "n_trials": len(pairs)})
-    return pd.DataFrame(rows, columns=["step", "pearson_r", "n_trials"])
+    try:
+        print(refit_study(args.study, tracking_uri=args.tracking_uri, n_bootstrap=args.n_bootstrap))
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+
+
+if __name__ == "__main__":
+    main()

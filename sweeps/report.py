@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from sweeps.early_prediction import simulate_rankme_early_stop  # noqa: E402
 from sweeps.laws import LawFit, pearson_early_prediction  # noqa: E402
 from sweeps.study_fits import SATURATING_LAWS, StudyFits, task_score_columns, usable_trials  # noqa: E402
 
@@ -37,7 +38,9 @@ def plot_quality_vs(table: pd.DataFrame, column: str, fit: LawFit | None, *, lab
         ax.plot(x, fit.predict(x), color="tab:blue", label=f"fit (R² {fit.r2:.3f})")
         low, high = fit.predict_interval(x)
         if np.all(np.isfinite(low)):
-            ax.fill_between(x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band")
+            ax.fill_between(
+                x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band"
+            )
         ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1)
     ax.set_xscale("log")
     ax.set_xlabel(label)
@@ -67,9 +70,17 @@ def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
     ax = figure.add_subplot()
     contours = ax.contour(n_grid, d_grid, fit.predict(n_grid, d_grid), levels=8, cmap="viridis")
     ax.clabel(contours, fontsize="x-small", fmt="%.3f")
-    points = ax.scatter(trials["n_params"], trials["hours"], c=trials["q"], cmap="viridis", edgecolors="black", zorder=3)
+    points = ax.scatter(
+        trials["n_params"], trials["hours"], c=trials["q"], cmap="viridis", edgecolors="black", zorder=3
+    )
     figure.colorbar(points, ax=ax, label="observed Q")
-    ax.set(xscale="log", yscale="log", xlabel="parameters N", ylabel="pretraining hours D", title="Q(N, D) iso-lines")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="parameters N",
+        ylabel="pretraining hours D",
+        title="Q(N, D) iso-lines",
+    )
     return figure
 
 
@@ -87,7 +98,9 @@ def plot_early_prediction(table: pd.DataFrame) -> Figure:
     scatter_ax.set(xlabel="RankMe at step", ylabel="final Q", title="early RankMe vs final Q")
     scatter_ax.legend(fontsize="x-small")
     r_ax.plot(correlations["step"], correlations["pearson_r"], marker="o")
-    r_ax.set(xlabel="training step", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05), title="early prediction")
+    r_ax.set(
+        xlabel="training step", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05), title="early prediction"
+    )
     figure.tight_layout()
     return figure
 
@@ -96,7 +109,9 @@ def study_figures(table: pd.DataFrame, study: StudyFits) -> dict[str, Figure]:
     """Every figure the table supports, keyed by a file name."""
     figures = {}
     if "rankme" in table.columns:
-        figures["quality_vs_rankme.png"] = plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label="RankMe R")
+        figures["quality_vs_rankme.png"] = plot_quality_vs(
+            table, "rankme", study.fits.get("Q(R)"), label="RankMe R"
+        )
     if {"n_params", "hours", "flops"} & set(table.columns):
         figures["quality_vs_scale.png"] = plot_scaling_panels(table, study)
     if "Q(N,D)" in study.fits:
@@ -111,10 +126,14 @@ def _format_value(value: float) -> str:
 
 
 def fit_table_markdown(study: StudyFits) -> str:
-    lines = ["| law | parameters (95% bootstrap interval) | R² | AICc | BIC | extrapolation error | points |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| law | parameters (95% bootstrap interval) | R² | AICc | BIC | extrapolation error | points |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, fit in study.fits.items():
         params = "; ".join(
-            f"{key} {_format_value(value)}" + (f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
+            f"{key} {_format_value(value)}"
+            + (f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
             for key, value in fit.params.items()
         )
         lines.append(
@@ -144,9 +163,13 @@ def study_markdown(study_name: str, table: pd.DataFrame, study: StudyFits, figur
     trials, n_failed = usable_trials(table)
     best = trials.loc[trials["q"].idxmax()] if len(trials) else None
     sections = [f"# Scaling study `{study_name}`", ""]
-    sections.append(f"{len(trials)} finished trial rows were fitted; {n_failed} failed or unscored row(s) were left out.")
+    sections.append(
+        f"{len(trials)} finished trial rows were fitted; {n_failed} failed or unscored row(s) were left out."
+    )
     if best is not None:
-        described = ", ".join(f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns)
+        described = ", ".join(
+            f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns
+        )
         sections.append(f"Best quality Q = {best['q']:.4f} ({described}).")
     sections += ["", "## Fitted laws", ""]
     if study.fits:
@@ -159,12 +182,43 @@ def study_markdown(study_name: str, table: pd.DataFrame, study: StudyFits, figur
         sections.append(f"- {name} not fitted: {reason}.")
     if "rankme_by_step" in trials.columns and len(trials):
         correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"])
-        sections += ["", "## Does early RankMe predict final quality?", "", "| step | Pearson r | trials |", "|---|---|---|"]
-        sections += [f"| {row.step} | {row.pearson_r:.3f} | {row.n_trials} |" for row in correlations.itertuples()]
+        sections += [
+            "",
+            "## Does early RankMe predict final quality?",
+            "",
+            "| step | Pearson r | trials |",
+            "|---|---|---|",
+        ]
+        sections += [
+            f"| {row.step} | {row.pearson_r:.3f} | {row.n_trials} |" for row in correlations.itertuples()
+        ]
+        names = trials["trial"] if "trial" in trials.columns else trials.index.astype(str)
+        stops = simulate_rankme_early_stop(trials["rankme_by_step"], trials["q"], names)
+        if len(stops):
+            sections += [
+                "",
+                "Simulated RankMe early stopping (keep the top half by RankMe at the step, stop the rest):",
+                "",
+                "| stop at step | trials kept | steps saved | best configuration kept |",
+                "|---|---|---|---|",
+            ]
+            sections += [
+                f"| {row.step} | {row.trials_kept} | {100 * row.steps_saved_fraction:.0f}% | "
+                f"{'yes' if row.best_kept else 'no'} |"
+                for row in stops.itertuples()
+            ]
     scores = task_score_columns(trials)
     if scores:
-        sections += ["", "## Per-task scores (mean over trial rows)", "", "| task | mean | best |", "|---|---|---|"]
-        sections += [f"| {c.removeprefix('score/')} | {trials[c].mean():.4f} | {trials[c].max():.4f} |" for c in scores]
+        sections += [
+            "",
+            "## Per-task scores (mean over trial rows)",
+            "",
+            "| task | mean | best |",
+            "|---|---|---|",
+        ]
+        sections += [
+            f"| {c.removeprefix('score/')} | {trials[c].mean():.4f} | {trials[c].max():.4f} |" for c in scores
+        ]
     sections += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figure_names]
     sections += [
         "",

@@ -72,12 +72,23 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
             skipped[name] = f"only {n_distinct} distinct {label} value(s); need >= {MIN_DISTINCT_SCALES}"
             continue
         try:
-            fits[name] = fit_saturating(rows[column], rows["q"], groups=_groups(rows), n_bootstrap=n_bootstrap, seed=seed)
+            fits[name] = fit_saturating(
+                rows[column], rows["q"], groups=_groups(rows), n_bootstrap=n_bootstrap, seed=seed
+            )
         except (ValueError, FitNotConvergedError) as error:
             skipped[name] = str(error)
-    if {"n_params", "hours"} <= set(trials.columns) and min(trials["n_params"].nunique(), trials["hours"].nunique()) >= 2:
+    if {"n_params", "hours"} <= set(trials.columns) and min(
+        trials["n_params"].nunique(), trials["hours"].nunique()
+    ) >= 2:
         try:
-            fits["Q(N,D)"] = fit_joint(trials["n_params"], trials["hours"], trials["q"], groups=_groups(trials), n_bootstrap=n_bootstrap, seed=seed)
+            fits["Q(N,D)"] = fit_joint(
+                trials["n_params"],
+                trials["hours"],
+                trials["q"],
+                groups=_groups(trials),
+                n_bootstrap=n_bootstrap,
+                seed=seed,
+            )
         except (ValueError, FitNotConvergedError) as error:
             skipped["Q(N,D)"] = str(error)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sweeps.early_prediction import simulate_rankme_early_stop
 from sweeps.laws import fit_chinchilla, fit_joint, fit_saturating, pearson_early_prediction
 
 X = np.array([10.0, 20.0, 40.0, 80.0, 160.0, 320.0])
@@ -39,7 +40,12 @@ def test_mismatched_lengths_are_rejected():
 
 
 def test_early_prediction_hand_example():
-    histories = [{100: 1.0, 200: 40.0}, {100: 2.0, 200: 30.0}, {100: 3.0, 200: 20.0, 300: 5.0}, [(100, 4.0), (200, 10.0)]]
+    histories = [
+        {100: 1.0, 200: 40.0},
+        {100: 2.0, 200: 30.0},
+        {100: 3.0, 200: 20.0, 300: 5.0},
+        [(100, 4.0), (200, 10.0)],
+    ]
     final_q = [0.1, 0.2, 0.3, 0.5]
     table = pearson_early_prediction(histories, final_q)
     # By hand at step 100: x = 1..4, y = 1, 2, 3, 5 (x0.1): r = 6.5 / sqrt(5 * 8.75).
@@ -47,3 +53,15 @@ def test_early_prediction_hand_example():
     assert table["pearson_r"].iloc[0] == pytest.approx(6.5 / np.sqrt(5 * 8.75))
     assert table["pearson_r"].iloc[1] < -0.9
     assert list(table["n_trials"]) == [4, 4]
+
+
+def test_simulated_early_stop_counts_saved_steps_and_best_survival():
+    # Four trials of 100 steps; RankMe at step 25 ranks them d > c > b > a; final Q ranks c best.
+    histories = [{25: 1.0, 100: 5.0}, {25: 2.0, 100: 6.0}, {25: 3.0, 100: 7.0}, {25: 4.0, 100: 8.0}]
+    table = simulate_rankme_early_stop(histories, [0.1, 0.2, 0.9, 0.5], ["a", "b", "c", "d"])
+    row = table.iloc[0]
+    assert row["step"] == 25 and row["trials_kept"] == 2
+    assert row["steps_saved_fraction"] == pytest.approx(2 * 75 / 400)  # a and b stop 75 steps early
+    assert bool(row["best_kept"])
+    worse = simulate_rankme_early_stop(histories, [0.9, 0.2, 0.3, 0.5], ["a", "b", "c", "d"])
+    assert not bool(worse.iloc[0]["best_kept"])

@@ -20,16 +20,26 @@ def _synthetic_table() -> pd.DataFrame:
     rows = []
     for n_params in np.geomspace(1e5, 1e7, 5):
         for hours in np.geomspace(1.0, 100.0, 4):
-            for seed in range(2):
+            for _seed in range(2):
                 q = float(JointLaw().predict(TRUE_JOINT, n_params, hours)) + rng.normal(0.0, 0.003)
                 # RankMe consistent with Q(R) = 0.9 - (8 / R)^0.7, plus noise
                 rankme = 8.0 / (0.9 - q) ** (1.0 / 0.7) * np.exp(rng.normal(0.0, 0.02))
-                rows.append({
-                    "trial": f"n{n_params:.0e}-h{hours:.3g}", "n_params": n_params, "hours": hours,
-                    "flops": 6.0 * n_params * hours * 3.6e5, "mask_ratio": 0.8, "arch": "mae",
-                    "rankme": rankme, "rankme_by_step": {100: rankme * 0.5 + rng.normal(0, 5), 200: rankme},
-                    "q": q, "score/esc50": q - 0.05, "score/speech_commands": q + 0.02, "status": "ok",
-                })
+                rows.append(
+                    {
+                        "trial": f"n{n_params:.0e}-h{hours:.3g}",
+                        "n_params": n_params,
+                        "hours": hours,
+                        "flops": 6.0 * n_params * hours * 3.6e5,
+                        "mask_ratio": 0.8,
+                        "arch": "mae",
+                        "rankme": rankme,
+                        "rankme_by_step": {100: rankme * 0.5 + rng.normal(0, 5), 200: rankme},
+                        "q": q,
+                        "score/esc50": q - 0.05,
+                        "score/speech_commands": q + 0.02,
+                        "status": "ok",
+                    }
+                )
     rows.append({**rows[0], "q": float("nan"), "status": "failed"})
     return pd.DataFrame(rows)
 
@@ -59,7 +69,12 @@ def test_single_variable_study_says_why_laws_were_skipped():
 def test_figures_render_with_fit_and_band(table_and_fits, tmp_path):
     table, study = table_and_fits
     figures = study_figures(table, study)
-    assert set(figures) == {"quality_vs_rankme.png", "quality_vs_scale.png", "quality_isolines_n_d.png", "early_rankme_vs_final_q.png"}
+    assert set(figures) == {
+        "quality_vs_rankme.png",
+        "quality_vs_scale.png",
+        "quality_isolines_n_d.png",
+        "early_rankme_vs_final_q.png",
+    }
     rankme_axes = figures["quality_vs_rankme.png"].axes[0]
     assert len(rankme_axes.lines) >= 1 and len(rankme_axes.collections) >= 2  # points + interval band
     for name, figure in figures.items():
@@ -74,5 +89,6 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
     assert "| Q(N,D) |" in markdown and re.search(r"alpha_n 0\.(29|30|31)", markdown)
     assert "1 failed or unscored row(s) were left out" in markdown
     assert "| 200 | " in markdown  # early-prediction row at step 200
+    assert "Simulated RankMe early stopping" in markdown and "| 100 | 20 |" in markdown
     assert "| esc50 |" in markdown
     assert "![quality_vs_rankme.png](quality_vs_rankme.png)" in markdown

@@ -1,0 +1,199 @@
+"""Named study grids, each with the paper's setting and a CPU default, and their Cartesian products.
+
+    expand_grids(["size", "data_volume"], profile="cpu_default") -> [TrialSpec, ...]
+
+A grid is an axis of points; each point sets part of a trial (model, overrides, hours, steps).
+Combining grids (`--grid size,data_volume`) takes the Cartesian product and merges the parts;
+two grids that both choose the model (size and arch) cannot be combined. Trial names are built
+from the points' labels, so they are deterministic: a resumed study finds its finished trials.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+PROFILES = ("paper", "cpu_default")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridPoint:
+    label: str  # part of the trial name, e.g. "mask0.75"
+    model_name: str | None = None
+    arch: str | None = None
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    max_hours: float | None = None  # prep's --max-hours: a seeded, nested subset
+    train_steps: int | None = None
+    coordinate: Any = None  # the value on this grid's axis, logged with the trial
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec:
+    name: str
+    model_name: str
+    arch: str
+    model_overrides: dict[str, Any]
+    max_hours: float | None  # None: the whole shard set
+    train_steps: int
+    coordinates: dict[str, Any]  # grid name -> coordinate
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseTrial:
+    """What a trial uses on the axes no chosen grid sets."""
+
+    model_name: str
+    arch: str
+    train_steps: int
+
+
+BASE_TRIALS = {
+    # The study's base model; Table III logs RankMe up to 300k steps.
+    "paper": BaseTrial(model_name="mae-en768-12", arch="mae", train_steps=300_000),
+    # Trains on CPU in seconds per hundred steps (see models' debug sizes).
+    "cpu_default": BaseTrial(model_name="mae-debug", arch="mae", train_steps=100),
+}
+
+# The study's Table I sizes, (width, depth).
+PAPER_SIZES = [
+    (1536, 24), (1536, 12), (1024, 12), (768, 12), (512, 12), (256, 12), (128, 12), (768, 8),
+    (512, 8), (256, 8), (768, 4), (512, 4), (256, 4), (768, 1), (512, 1), (256, 1),
+]  # fmt: skip
+# Overrides of mae-debug, (encoder_dim, encoder_depth): 32k to 500k parameters, 16-wide heads.
+CPU_SIZES = [(16, 1), (32, 2), (48, 2), (64, 3), (96, 4)]
+# Our choice, not the study's: halvings below AudioSet-2M (~5,800 h of 10 s clips).
+PAPER_HOURS = [181.25, 362.5, 725.0, 1450.0, 2900.0, 5800.0]
+# Halvings below the default corpus (3 h); prep takes nested seeded subsets.
+CPU_HOURS = [0.1875, 0.375, 0.75, 1.5, 3.0]
+# Table III's RankMe steps.
+PAPER_STEPS = [50_000, 100_000, 200_000, 300_000]
+CPU_STEPS = [25, 50, 100, 200]
+
+
+def _mask_ratio_points(profile: str) -> list[GridPoint]:
+    ratios = (
+        [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
+    )
+    return [GridPoint(label=f"mask{r:.2f}", model_overrides={"mask_ratio": r}, coordinate=r) for r in ratios]
+
+
+def _size_points(profile: str) -> list[GridPoint]:
+    if profile == "paper":
+        return [
+            GridPoint(
+                label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae", coordinate=f"mae-en{w}-{d}"
+            )
+            for w, d in PAPER_SIZES
+        ]
+    return [
+        GridPoint(
+            label=f"w{w}d{d}",
+            model_name="mae-debug",
+            arch="mae",
+            model_overrides={"encoder_dim": w, "encoder_depth": d, "encoder_heads": w // 16},
+            coordinate=f"w{w}d{d}",
+        )
+        for w, d in CPU_SIZES
+    ]
+
+
+def _data_volume_points(profile: str) -> list[GridPoint]:
+    hours = PAPER_HOURS if profile == "paper" else CPU_HOURS
+    return [GridPoint(label=f"h{h:g}", max_hours=h, coordinate=h) for h in hours]
+
+
+def _compute_points(profile: str) -> list[GridPoint]:
+    """Training steps; combine with `size` (--grid size,compute) for the Q(C) frontier."""
+    steps = PAPER_STEPS if profile == "paper" else CPU_STEPS
+    return [GridPoint(label=f"s{s}", train_steps=s, coordinate=s) for s in steps]
+
+
+def _arch_points(profile: str) -> list[GridPoint]:
+    """Four architectures at matched size; CrossMAE = the MAE encoder with the cross decoder."""
+    if profile == "paper":
+        names = {
+            "mae": "mae-en768-12",
+            "audiomae++": "audiomae++-base",
+            "axlstm": "axlstm-base",
+            "crossmae": "mae-en768-12",
+        }
+    else:
+        names = {
+            "mae": "mae-debug",
+            "audiomae++": "audiomae++-debug",
+            "axlstm": "axlstm-debug",
+            "crossmae": "mae-debug",
+        }
+    cross = {"decoder": "cross", "prediction_ratio": 0.25}
+    return [
+        GridPoint(
+            label=arch,
+            model_name=model,
+            arch=arch,
+            model_overrides=cross if arch == "crossmae" else {},
+            coordinate=arch,
+        )
+        for arch, model in names.items()
+    ]
+
+
+GRIDS = {
+    "mask_ratio": _mask_ratio_points,
+    "size": _size_points,
+    "data_volume": _data_volume_points,
+    "compute": _compute_points,
+    "arch": _arch_points,
+}
+
+
+def grid_points(name: str, profile: str) -> list[GridPoint]:
+    if name not in GRIDS:
+        raise ValueError(f"unknown grid {name!r}; choose from {sorted(GRIDS)} (comma-separate to combine)")
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose from {PROFILES}")
+    return GRIDS[name](profile)
+
+
+def parse_grid_names(text: str) -> list[str]:
+    """'size,data_volume' -> ['size', 'data_volume'], checked."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise ValueError("--grid is empty; name one or more of " + ", ".join(sorted(GRIDS)))
+    if len(set(names)) != len(names):
+        raise ValueError(f"--grid {text!r} names a grid twice")
+    model_choosers = [n for n in names if n in ("size", "arch")]
+    if len(model_choosers) > 1:
+        raise ValueError("grids 'size' and 'arch' both choose the model and cannot be combined")
+    for name in names:
+        grid_points(name, "cpu_default")  # raises on an unknown name
+    return names
+
+
+def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> TrialSpec:
+    overrides: dict[str, Any] = {}
+    model_name, arch, max_hours, train_steps = base.model_name, base.arch, None, base.train_steps
+    for point in points:
+        overrides.update(point.model_overrides)
+        model_name = point.model_name or model_name
+        arch = point.arch or arch
+        max_hours = point.max_hours if point.max_hours is not None else max_hours
+        train_steps = point.train_steps or train_steps
+    return TrialSpec(
+        name="_".join(point.label for point in points),
+        model_name=model_name,
+        arch=arch,
+        model_overrides=overrides,
+        max_hours=max_hours,
+        train_steps=train_steps,
+        coordinates={name: point.coordinate for name, point in zip(names, points)},
+    )
+
+
+def expand_grids(names: list[str] | str, *, profile: str = "cpu_default") -> list[TrialSpec]:
+    """Every trial of the Cartesian product of the named grids, in a deterministic order."""
+    names = parse_grid_names(names) if isinstance(names, str) else parse_grid_names(",".join(names))
+    axes = [grid_points(name, profile) for name in names]
+    trials = [_merge(points, names, BASE_TRIALS[profile]) for points in itertools.product(*axes)]
+    assert len({t.name for t in trials}) == len(trials), "grid labels must make unique trial names"
+    return trials

@@ -1,0 +1,84 @@
+"""`python -m sweeps.scaling`: run a scaling study on Ray Tune and fit its laws.
+
+    python -m sweeps.scaling --grid mask_ratio              (CPU default: a small real study)
+    python -m sweeps.scaling --grid size,data_volume --profile paper --gpus-per-trial 1 \\
+        --max-concurrent 8 --address auto
+    python -m sweeps.scaling --grid mask_ratio --resume     (continue an interrupted study)
+
+Each trial pretrains and evaluates one grid point; the study is one MLflow parent run with a
+child run per trial, and ends with the fitted laws, figures and a report logged to the parent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline import tracking
+from sweeps.grids import GRIDS, PROFILES
+from sweeps.tune_driver import run_study
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--grid", required=True, help=f"one of {sorted(GRIDS)}, or several comma-separated")
+    parser.add_argument(
+        "--profile", choices=PROFILES, default="cpu_default", help="grid values (default: %(default)s)"
+    )
+    parser.add_argument("--study", default=None, help="study name (default: <grid>-<profile>)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue a study: finished trials are not re-run"
+    )
+    parser.add_argument("--gpus-per-trial", type=float, default=0.0)
+    parser.add_argument(
+        "--cpus-per-trial", type=float, default=0.5, help="for the trial driver process itself"
+    )
+    parser.add_argument(
+        "--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)"
+    )
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)"
+    )
+    parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
+    parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
+    parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
+    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        outcome = run_study(
+            grid=args.grid,
+            profile=args.profile,
+            study_name=args.study,
+            resume=args.resume,
+            tracking_uri=args.tracking_uri,
+            storage_path=args.storage_path,
+            corpus_dir=args.corpus,
+            tasks_dir=args.tasks,
+            gpus_per_trial=args.gpus_per_trial,
+            cpus_per_trial=args.cpus_per_trial,
+            max_concurrent=args.max_concurrent,
+            address=args.address,
+            n_bootstrap=args.n_bootstrap,
+        )
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(outcome.report_markdown)
+    print(
+        f"trials run: {len(outcome.trials_run)}, skipped (finished earlier): {len(outcome.trials_skipped)}, "
+        f"failed: {outcome.trials_failed or 'none'}"
+    )
+    uri = tracking.resolve_tracking_uri(args.tracking_uri)
+    print(f"open the study in MLflow: mlflow ui --backend-store-uri {uri}  (study run: {outcome.study_name})")
+    return 1 if outcome.trials_failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""A study in MLflow: the parent run, its trial children, and the fitted laws logged back.
+
+Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
+- params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
+- metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
+  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `score/<task>`
+- tag `audioscale.trial_status`: "ok" or "failed" (with `audioscale.trial_error`)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline import tracking
+from sweeps.report import fit_table_markdown, study_figures, study_markdown
+from sweeps.study_fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
+
+STUDY_EXPERIMENT = "audioscale-studies"
+STATUS_TAG = "audioscale.trial_status"
+ERROR_TAG = "audioscale.trial_error"
+NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio")
+TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialResult:
+    trial: str
+    model_name: str
+    arch: str
+    n_params: int
+    hours: float
+    flops: float  # training FLOPs, Kaplan's 6 x params x tokens processed
+    mask_ratio: float
+    rankme: float  # final checkpoint, evaluation's fixed N: the R of Q(R)
+    rankme_by_step: dict[int, float]  # over training: early prediction
+    q: float
+    task_scores: dict[str, float] = field(default_factory=dict)
+    configuration: str | None = None  # bootstrap unit; defaults to the trial name
+    rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
+
+
+def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
+    """Write one finished trial into its child run, following the convention above."""
+    run.log_params({
+        "trial": result.trial, "model_name": result.model_name, "arch": result.arch,
+        "n_params": result.n_params, "hours": result.hours, "flops": result.flops,
+        "mask_ratio": result.mask_ratio, "configuration": result.configuration or result.trial,
+    })  # fmt: skip
+    if not result.rankme_history_logged:
+        for step, value in sorted(result.rankme_by_step.items()):
+            run.log_metrics({"rankme": value}, step=step)
+    final_step = max(result.rankme_by_step, default=0)
+    scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
+    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores}, step=final_step)
+    run.set_tags({STATUS_TAG: "ok"})
+
+
+def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
+    run.set_tags({STATUS_TAG: "failed", ERROR_TAG: error[:5000]})
+    run.finish("FAILED")
+
+
+def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The trial table (sweeps.study_fits) from `tracking.read_run` dictionaries of child runs."""
+    rows = []
+    for run in runs:
+        params, metrics, tags = run["params"], run["metrics"], run["tags"]
+        row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
+        row.update({name: float(params[name]) if name in params else np.nan for name in NUMERIC_PARAMS})
+        row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
+        row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
+        row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
+        for key, history in metrics.items():
+            if key.startswith(TASK_SCORE_PREFIX):
+                row[key] = history[-1][1]
+        row["status"] = tags.get(STATUS_TAG, "failed" if run["status"] == "FAILED" else "unfinished")
+        row["run_id"] = run["run_id"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def metric_key(law_name: str) -> str:
+    """'Q(N,D)' -> 'q_n_d': MLflow metric names allow no parentheses or commas."""
+    return "_".join(part for part in re.split(r"[^a-z0-9]+", law_name.lower()) if part)
+
+
+def log_study_analysis(
+    run: tracking.TrackedRun, study_name: str, table: pd.DataFrame, *, n_bootstrap: int = 200
+) -> tuple[StudyFits, str]:
+    """Fit the laws, then log parameters with intervals, the fit table, figures and the report."""
+    study = fit_study_laws(table, n_bootstrap=n_bootstrap)
+    metrics: dict[str, float] = {}
+    for name, fit in study.fits.items():
+        prefix = f"law.{metric_key(name)}"
+        metrics.update({f"{prefix}.{key}": value for key, value in fit.params.items()})
+        metrics.update({f"{prefix}.{key}_ci_low": low for key, (low, _) in fit.ci.items()})
+        metrics.update({f"{prefix}.{key}_ci_high": high for key, (_, high) in fit.ci.items()})
+        metrics.update({f"{prefix}.r2": fit.r2, f"{prefix}.extrapolation_error": fit.extrapolation_error})
+    finite = {key: value for key, value in metrics.items() if np.isfinite(value)}
+    if finite:
+        run.log_metrics(finite, step=0)
+    run.log_dict(
+        {"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped},
+        "laws/fits.json",
+    )
+    tracking.log_text(run, fit_table_markdown(study), "laws/fit_table.md")
+    figures = study_figures(table, study)
+    for file_name, figure in figures.items():
+        tracking.log_figure(run, figure, f"laws/{file_name}")
+    markdown = study_markdown(study_name, table, study, list(figures))
+    tracking.log_text(run, markdown, "laws/report.md")
+    return study, markdown
+
+
+def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap: int = 200) -> str:
+    """Refit a finished (or interrupted) study from MLflow, log the results, return the report."""
+    uri = tracking.resolve_tracking_uri(tracking_uri)
+    parent_run_id = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
+    if parent_run_id is None:
+        raise ValueError(
+            f"no study run named {study_name!r} in experiment {STUDY_EXPERIMENT!r} at {uri}; "
+            "check --study and --tracking-uri (the MLflow UI lists the study runs)"
+        )
+    table = trial_table_from_runs(tracking.list_child_runs(uri, parent_run_id))
+    if table.empty:
+        raise ValueError(f"study {study_name!r} has no trial runs yet; run `python -m sweeps.scaling` first")
+    _, markdown = log_study_analysis(
+        tracking.attach_run(uri, parent_run_id), study_name, table, n_bootstrap=n_bootstrap
+    )
+    return markdown

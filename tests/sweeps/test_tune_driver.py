@@ -1,0 +1,46 @@
+"""The study driver on real Ray Tune and MLflow, with a closed-form trial runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import tracking
+from sweeps.study_tracking import STATUS_TAG
+from sweeps.tune_driver import run_study
+
+SYNTHETIC_RUNNER = "tests.sweeps.synthetic_trials:run_synthetic_trial"
+
+
+def _study(tmp_path, **changes):
+    settings = {
+        "grid": "mask_ratio", "study_name": "masks", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "prepare_shards": False, "n_bootstrap": 20,
+    }  # fmt: skip
+    return run_study(**{**settings, **changes})
+
+
+@pytest.mark.ray
+def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local, tmp_path):
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "crash-mask0.70").touch()
+    first = _study(tmp_path)
+    assert first.trials_failed == ["mask0.70"]
+    assert "Q(R)" in first.fits.skipped  # four points left: too few to fit, and the report says so
+    assert "need at least 5 points" in first.fits.skipped["Q(R)"]
+
+    with pytest.raises(ValueError, match="pass --resume"):
+        _study(tmp_path)
+
+    (tmp_path / "ray" / "crash-mask0.70").unlink()
+    second = _study(tmp_path, resume=True)
+    assert second.trials_run == ["mask0.70"] and len(second.trials_skipped) == 4
+    executions = (tmp_path / "ray" / "executions.txt").read_text().split()
+    assert sorted(executions) == sorted(
+        ["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"]
+    )
+
+    children = tracking.list_child_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", second.parent_run_id)
+    assert len(children) == 5  # the crashed trial's run was reused, not duplicated
+    assert all(child["tags"][STATUS_TAG] == "ok" for child in children)
+    assert second.fits.fits["Q(R)"].params["alpha"] == pytest.approx(0.8, abs=0.01)
+    assert "| Q(R) |" in second.report_markdown
