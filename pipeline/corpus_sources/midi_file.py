@@ -11,6 +11,8 @@ import struct
 from pathlib import Path
 
 TICKS_PER_QUARTER = 1000
+BEND_RANGE_CENTS = 200.0  # the General MIDI default pitch-bend sensitivity (+-2 semitones)
+BEND_CENTRE = 8192  # 14-bit pitch-bend value meaning "no bend"
 MICROSECONDS_PER_QUARTER = 1_000_000
 
 
@@ -22,6 +24,7 @@ class MidiNote:
     velocity: int  # 1..127
     program: int  # General MIDI program 0..127, set just before the note
     channel: int = 0  # 9 would select the drum kit
+    bend_cents: float = 0.0  # pitch bend set just before the note; synthesizers default to a +-200 cent range
 
 
 def variable_length_quantity(value: int) -> bytes:
@@ -42,7 +45,11 @@ def _events(notes: list[MidiNote]) -> list[tuple[int, int, bytes]]:
     for note in notes:
         if not (0 <= note.pitch <= 127 and 1 <= note.velocity <= 127 and 0 <= note.program <= 127):
             raise ValueError(f"MIDI note out of range: {note}")
+        if abs(note.bend_cents) >= BEND_RANGE_CENTS:
+            raise ValueError(f"pitch bend of {note.bend_cents} cents is outside the +-{BEND_RANGE_CENTS} cent range")
+        bend = BEND_CENTRE + round(note.bend_cents / BEND_RANGE_CENTS * BEND_CENTRE)
         events.append((note.start_ms, 1, bytes([0xC0 | note.channel, note.program])))
+        events.append((note.start_ms, 1, bytes([0xE0 | note.channel, bend & 0x7F, bend >> 7])))
         events.append((note.start_ms, 2, bytes([0x90 | note.channel, note.pitch, note.velocity])))
         events.append((note.start_ms + note.duration_ms, 0, bytes([0x80 | note.channel, note.pitch, 0])))
     return sorted(events, key=lambda event: (event[0], event[1]))

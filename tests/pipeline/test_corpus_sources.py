@@ -33,12 +33,15 @@ def test_corpus_midi_file_has_header_track_length_and_one_ms_ticks(tmp_path: Pat
     assert data.endswith(variable_length_quantity(500) + b"\xff\x2f\x00")
 
 
-def test_corpus_fluidsynth_renders_a4_at_440_hz(tmp_path: Path):
-    slots = [NoteSlot(notes=(MidiNote(start_ms=0, duration_ms=1000, pitch=69, velocity=100, program=73),))]  # flute
-    (wave,) = render_slots(holdout.TEST_SOUNDFONT, slots, slot_ms=1500, clip_ms=1000, work_dir=tmp_path)
-    spectrum = np.abs(np.fft.rfft(wave[2000:14000] * np.hanning(12000)))
-    peak_hz = np.argmax(spectrum) * 16000 / 12000
-    assert abs(peak_hz - 440.0) < 3.0
+def test_corpus_fluidsynth_renders_a4_at_440_hz_and_bends_it_by_cents(tmp_path: Path):
+    bends_cents = (0.0, 100.0, -50.0)
+    slots = [NoteSlot(notes=(MidiNote(start_ms=0, duration_ms=1000, pitch=69, velocity=100, program=73,  # flute
+                                      bend_cents=bend),)) for bend in bends_cents]
+    waves = render_slots(holdout.TEST_SOUNDFONT, slots, slot_ms=1500, clip_ms=1000, work_dir=tmp_path)
+    for bend, wave in zip(bends_cents, waves):
+        spectrum = np.abs(np.fft.rfft(wave[2000:14000] * np.hanning(12000)))
+        peak_hz = np.argmax(spectrum) * 16000 / 12000
+        assert abs(peak_hz - 440.0 * 2 ** (bend / 1200)) < 3.0
 
 
 def test_corpus_opensfx_container_holds_73_wavs_with_credits():
