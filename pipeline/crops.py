@@ -1,4 +1,4 @@
-"""Training reader: a shard directory -> Ray Dataset of fixed-size random log-mel crops.
+"""Training reader: a shard directory (local path or URI) -> Ray Dataset of fixed-size random log-mel crops.
 
 Policies:
 - One crop per segment row per pass; the crop start is drawn from a generator seeded by
@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.frontend import normalize_clip
-from pipeline.shards import mel_matrices, part_files, read_manifest, read_shard_table
+from pipeline.shard_location import locate_shards
+from pipeline.shards import PART_GLOB, mel_matrices, read_manifest, read_shard_table
 
 
 def _row_rng(seed: int, clip_id: str) -> np.random.Generator:
@@ -81,7 +82,8 @@ def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, no
     if crop_frames <= 0:
         raise ValueError(f"crop_frames must be positive, got {crop_frames}")
     manifest = read_manifest(shard_dir)
-    files = part_files(shard_dir)
+    location = locate_shards(shard_dir)
+    files = [location.child_path(name) for name in location.file_names(PART_GLOB)]
     if not files:
         raise ValueError(f"{shard_dir} has no rows to crop (num_rows={manifest.get('num_rows')})")
     if split is not None and split not in manifest.get("rows_by_split", {}):
@@ -101,5 +103,7 @@ def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, no
         bin_mean=np.asarray(manifest["mean"], np.float32) if use_dataset_stats else None,
         bin_std=np.maximum(np.asarray(manifest["std"], np.float32), 1e-5) if use_dataset_stats else None,
     )
-    dataset = ray.data.read_parquet([str(path) for path in files], columns=columns)
+    # The filesystem travels with the read tasks, so every node opens the same bucket or folder.
+    # Shards are never hive-partitioned: a `key=value` folder in the location is just a name.
+    dataset = ray.data.read_parquet(files, filesystem=location.filesystem, columns=columns, partitioning=None)
     return dataset.map_batches(udf, batch_format="pyarrow", batch_size=64, num_cpus=num_cpus_per_task)

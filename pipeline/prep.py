@@ -3,8 +3,9 @@
     python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
         [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
 
-Flow: list inputs on the driver -> (optional) seeded nested subset -> Ray Data: batches of files
--> decode, 16 kHz mono, log-mel per segment -> write_parquet -> statistics, rejected.jsonl and
+Flow: list inputs on the driver -> (optional) seeded nested subset -> long files split into time
+ranges (`pipeline.prep_ranges`) -> Ray Data: batches of files and ranges -> decode, 16 kHz mono,
+log-mel per segment -> write_parquet -> statistics, rejected.jsonl and
 manifest.json on the driver. Exit status: 0 when at least one input produced rows (or a finished
 identical run was reused), 1 when none did, 2 for a usage error (bad input path, output conflict).
 """
@@ -32,6 +33,7 @@ from pipeline.prep_output import (
     write_manifest,
     write_rejected,
 )
+from pipeline.prep_ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.shards import PART_GLOB, read_manifest
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
@@ -53,6 +55,9 @@ class PrepConfig:
     ray_address: str | None = None
     overwrite: bool = False
     show_progress: bool = True
+    # Files longer than this are split into time ranges handled by different tasks; it bounds a
+    # task's memory, not the rows (they are the same for any value), so it is not a setting.
+    max_range_s: float = DEFAULT_MAX_RANGE_S
 
     def settings(self) -> dict:
         """What decides the rows; recorded in the manifest and hashed into the fingerprint."""
@@ -97,8 +102,8 @@ def _start_ray(address: str | None) -> bool:
     return True
 
 
-def files_per_batch(inputs: list[InputFile], num_cpus: float) -> int:
-    """Files handed to one task: balanced across CPUs, bounded in count and in input bytes."""
+def files_per_batch(inputs: list[InputFile] | list[WorkItem], num_cpus: float) -> int:
+    """Files (or work items) handed to one task: balanced across CPUs, bounded in count and in input bytes."""
     by_balance = math.ceil(len(inputs) / max(1.0, BATCHES_PER_CPU * num_cpus))
     mean_bytes = sum(item.size_bytes for item in inputs) / max(1, len(inputs))
     by_memory = int(MAX_BATCH_INPUT_BYTES // max(mean_bytes, 1.0))
@@ -116,8 +121,9 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
             return f"part-{task_index:05d}-{write_uuid}.parquet"
 
     num_cpus = ray.cluster_resources().get("CPU", 1.0)
-    batch_files = files_per_batch(readable, num_cpus)
-    items = [{"path": i.path, "source": i.source, "label": i.label, "split": i.split} for i in readable]
+    work = plan_work_items(readable, segment_s=config.segment_s, max_range_s=config.max_range_s)
+    batch_files = files_per_batch(work, num_cpus)
+    items = [item.row(config.segment_s) for item in work]
     files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_files))
     rows = files.map_batches(
         FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),

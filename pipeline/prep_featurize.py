@@ -1,8 +1,9 @@
-"""The prep stage's Ray Data UDF: a batch of input files -> Parquet-ready segment tables.
+"""The prep stage's Ray Data UDF: a batch of work items -> Parquet-ready segment tables.
 
-One call handles many files (`files_per_batch` in prep.py), so Ray's per-task overhead is paid per
-batch, not per file, and rows leave as Arrow tables built from whole numpy buffers, not per-row
-Python dicts. Files that yield nothing are reported to the `PrepLedger` actor with a reason.
+An item is a whole file or a time range of a long one (`pipeline.prep_ranges`). One call handles
+many items (`files_per_batch` in prep.py), so Ray's per-task overhead is paid per batch, not per
+file, and rows leave as Arrow tables built from whole numpy buffers, not per-row Python dicts.
+What became of each item (rows, or why none) is reported to the `PrepLedger` actor.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ ROWS_PER_OUTPUT_TABLE = 100
 
 
 class FeaturizeFiles:
-    """Callable for `map_batches(batch_format="pyarrow")` over rows with path/source/label/split."""
+    """Callable for `map_batches(batch_format="pyarrow")` over `WorkItem.row` rows."""
 
     def __init__(self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None,
                  torch_threads: int = 1):
@@ -39,7 +40,9 @@ class FeaturizeFiles:
         for item in files.to_pylist():
             outcome = FileOutcome()
             try:
-                for segment in featurize_file(item["path"], self.preset, self.segment_s, outcome):
+                segments = featurize_file(item["path"], self.preset, self.segment_s, outcome,
+                                          first_segment=item["first_segment"], max_segments=item["max_segments"])
+                for segment in segments:
                     rows.append((item["source"], item["label"], item["split"], segment))
                     if len(rows) >= ROWS_PER_OUTPUT_TABLE:
                         yield segments_to_table(rows, self.preset.n_mels)
@@ -51,7 +54,8 @@ class FeaturizeFiles:
                     outcome.partial_reason = reason
                 else:
                     outcome.rejection_kind, outcome.rejection_reason = "unexpected error", reason
-            outcomes.append({"source": item["source"], **vars(outcome)})
+            where = {key: item[key] for key in ("source", "range_index", "num_ranges", "range_start_s")}
+            outcomes.append({**where, **vars(outcome)})
         if rows:
             yield segments_to_table(rows, self.preset.n_mels)
         if self.ledger is not None:

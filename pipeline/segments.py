@@ -6,7 +6,9 @@ independently of its neighbours, which is what a training crop of it sees anyway
 
 Policies (all reported, none silent):
 - NaN/inf samples reject the whole file (`frontend.check_finite` says why; only float files can
-  hold them, so only those are scanned before any row is made).
+  hold them, so only those are scanned before any row is made). A long file split into time
+  ranges (`pipeline.prep_ranges`) is scanned range by range, so there they reject only their range
+  and the file is listed as decoded in part.
 - A file shorter than one analysis window (`preset.min_samples` at 16 kHz) is rejected as too short.
 - A trailing remainder shorter than that is dropped; its seconds are returned in `dropped_tail_s`.
 - A truncated file yields the audio that is there (libsndfile reads up to the end of the data).
@@ -63,23 +65,36 @@ def _open(path: Path) -> soundfile.SoundFile:
         raise AudioDecodeError(path, f"not readable as audio ({error})", kind="not audio") from error
 
 
-def _scan_float_samples(path: Path, handle: soundfile.SoundFile) -> None:
-    for block in handle.blocks(blocksize=SCAN_BLOCK_FRAMES, dtype="float32", always_2d=True):
+def _scan_float_samples(path: Path, handle: soundfile.SoundFile, num_frames: int | None) -> None:
+    """Check `num_frames` samples from the current position (None: to the end), then seek back."""
+    start = handle.tell()
+    frames = -1 if num_frames is None else num_frames
+    for block in handle.blocks(blocksize=SCAN_BLOCK_FRAMES, frames=frames, dtype="float32", always_2d=True):
         check_finite(path, block)
-    handle.seek(0)
+    handle.seek(start)
 
 
-def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float) -> Iterator[Segment | float]:
-    """Yield `Segment`s in order; the last item may be a float: seconds of a dropped short tail."""
+def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float, *, first_segment: int = 0,
+                  max_segments: int | None = None) -> Iterator[Segment | float]:
+    """Yield `Segment`s in order; the last item may be a float: seconds of a dropped short tail.
+
+    `first_segment` / `max_segments` select a time range of whole segments (a long file is split
+    across tasks this way); indices and offsets are those of the whole file, so a range yields
+    exactly the segments a full read yields there. A range that starts past the end yields nothing.
+    """
     path = Path(path)
     with _open(path) as handle:
         if handle.frames == 0:
             raise AudioDecodeError(path, "contains no audio samples (zero-length)", kind="zero-length")
-        if handle.subtype in FLOAT_SUBTYPES:
-            _scan_float_samples(path, handle)
         block_frames = max(1, int(round(segment_s * handle.samplerate)))
-        offset_frames, index = 0, 0
-        while True:
+        offset_frames, index = first_segment * block_frames, first_segment
+        if offset_frames:
+            handle.seek(min(offset_frames, handle.frames))
+        if handle.subtype in FLOAT_SUBTYPES:
+            # Only this range's samples: each range of a split file checks its own part.
+            _scan_float_samples(path, handle, None if max_segments is None else max_segments * block_frames)
+        end_index = None if max_segments is None else first_segment + max_segments
+        while end_index is None or index < end_index:
             block = handle.read(block_frames, dtype="float32", always_2d=True)  # (samples, channels)
             if len(block) == 0:
                 break
@@ -101,14 +116,15 @@ def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float) ->
 
 
 def featurize_file(
-    path: str | Path, preset: FrontendPreset, segment_s: float, outcome: FileOutcome
+    path: str | Path, preset: FrontendPreset, segment_s: float, outcome: FileOutcome, *, first_segment: int = 0,
+    max_segments: int | None = None,
 ) -> Iterator[Segment]:
     """`iter_segments` that never raises for bad audio: what went wrong is written into `outcome`.
 
     Consumed lazily, so a long file never sits in memory whole.
     """
     try:
-        for item in iter_segments(path, preset, segment_s):
+        for item in iter_segments(path, preset, segment_s, first_segment=first_segment, max_segments=max_segments):
             if isinstance(item, Segment):
                 outcome.num_segments += 1
                 outcome.audio_s += item.duration_s

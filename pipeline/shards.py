@@ -9,6 +9,9 @@ The frames of a whole column share one contiguous float16 buffer, so `mel_matric
 `mel_bin_sum` / `mel_bin_sq_sum` (float64, per mel bin, over the row's stored float16 values) let
 the prep stage compute the dataset's per-bin mean/std without reading the matrices twice.
 
+Every reader takes a local folder or a URI (`s3://`, `gs://`, `file://`, ...; see
+`pipeline.shard_location`), so a cluster reads the same directory copied to a bucket.
+
 Reading without Ray: `read_shard_table(dir)`, or by hand
 `pd.concat(pd.read_parquet(p) for p in sorted(Path(dir).glob("part-*.parquet")))` and
 `mel_from_row(row)`. Pass the part files, not the folder: `pd.read_parquet(dir)` also tries to
@@ -31,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.segments import Segment
+from pipeline.shard_location import is_uri, locate_shards
 
 MANIFEST_NAME = "manifest.json"
 REJECTED_NAME = "rejected.jsonl"
@@ -93,38 +97,45 @@ def segments_to_table(
     return pa.table([pa.array(columns[field.name], type=field.type) for field in schema], schema=schema)
 
 
-def part_files(shard_dir: str | Path) -> list[Path]:
-    return sorted(Path(shard_dir).glob(PART_GLOB))
+def part_files(shard_dir: str | Path) -> list[Path] | list[str]:
+    """The part files, sorted, in the form `shard_dir` was given: Paths in a local folder, URIs
+    (same scheme and options) for a URI."""
+    location = locate_shards(shard_dir)
+    return [location.as_given(name) for name in location.file_names(PART_GLOB)]
 
 
 def read_manifest(shard_dir: str | Path) -> dict:
-    """The shard directory's manifest.json as a dict."""
-    path = Path(shard_dir) / MANIFEST_NAME
-    if not path.is_file():
+    """The shard directory's manifest.json as a dict; `shard_dir` is a local path or a URI."""
+    text = locate_shards(shard_dir).read_text(MANIFEST_NAME)
+    if text is None:
         raise FileNotFoundError(
             f"{shard_dir} is not a finished shard directory (no {MANIFEST_NAME}); "
             "make one with: python -m pipeline.prep --input AUDIO_DIR --output DIR"
+            + (" and copy the whole directory there" if is_uri(shard_dir) else "")
         )
-    return json.loads(path.read_text())
+    return json.loads(text)
 
 
 def read_rejected(shard_dir: str | Path) -> list[dict]:
-    path = Path(shard_dir) / REJECTED_NAME
-    if not path.is_file():
+    text = locate_shards(shard_dir).read_text(REJECTED_NAME)
+    if text is None:
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def read_shard_table(shard_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
-    """All rows of a shard directory as one pyarrow Table (plain pyarrow, no Ray)."""
-    files = part_files(shard_dir)
-    if not files:
+    """All rows of a shard directory (local path or URI) as one pyarrow Table (plain pyarrow, no Ray)."""
+    location = locate_shards(shard_dir)
+    names = location.file_names(PART_GLOB)
+    if not names:
         manifest = read_manifest(shard_dir)
         raise ValueError(
             f"{shard_dir} has no part-*.parquet files ({manifest.get('num_rows', 0)} rows; "
             f"see {REJECTED_NAME} for why every input was rejected)"
         )
-    return pa.concat_tables([pq.read_table(path, columns=columns) for path in files])
+    return pa.concat_tables(
+        [pq.read_table(location.child_path(name), columns=columns, filesystem=location.filesystem) for name in names]
+    )
 
 
 def mel_from_row(row) -> np.ndarray:
