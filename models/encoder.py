@@ -76,10 +76,13 @@ class PatchEncoder(nn.Module):
                 f"{n_patches} patches exceed the {self.pos_embed.n_positions} positions the encoder "
                 "was built for: split long inputs into crops (model.embed does this)"
             )
-        x = self.pos_embed(self.patch_embed(patches))  # (batch, n, dim)
         positions = self.grid_positions[:n_patches].expand(batch, -1, -1)  # (batch, n, 2)
-        if ids_keep is not None:
-            x = gather_tokens(x, ids_keep)  # (batch, n_keep, dim)
+        if ids_keep is None:
+            x = self.pos_embed(self.patch_embed(patches))  # (batch, n, dim)
+        else:
+            # embed only the visible patches: the removed ones never cost a matmul
+            visible = gather_tokens(patches, ids_keep)  # (batch, n_keep, patch_values)
+            x = self.patch_embed(visible) + self.pos_embed.at(ids_keep)  # (batch, n_keep, dim)
             positions = gather_tokens(positions, ids_keep)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(batch, -1, -1), x], dim=1)

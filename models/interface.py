@@ -19,8 +19,9 @@ class MaskedOutput:
     """What `model(mel)` returns.
 
     loss: scalar mean squared error over the scored patches.
-    pred: (batch, n_patches, patch_values) predictions in patch order; rows that were not
-        decoded (CrossMAE partial reconstruction) are zero.
+    pred: (batch, n_patches, patch_values) predictions in patch order, in the space of the loss's
+        target (per-patch normalized when the model regresses normalized patches); rows that were
+        not decoded (CrossMAE partial reconstruction) are zero.
     mask: (batch, n_patches) float, 1 = removed from the encoder input.
     scored: (batch, n_patches) float, 1 = patch counted in the loss; None means "equal to mask".
     """

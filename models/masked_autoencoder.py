@@ -11,7 +11,7 @@ from models.encoder import EncoderOutput, PatchEncoder
 from models.interface import MaskedOutput, ModelSpec, count_parameters
 from models.mae_decoder import DecoderOutput, SelfAttentionDecoder
 from models.masking import Masking, count_kept, random_masking
-from models.patching import patchify
+from models.patching import patchify, unpatchify
 from models.positions import PositionEmbedding
 
 
@@ -52,6 +52,11 @@ class MaskedAutoencoder(nn.Module):
                 f"{self.spec.frontend_preset!r} front end, got {tuple(mel.shape)}"
             )
         return patchify(mel[:, None], self.spec.patch_frames, self.spec.patch_bins)
+
+    def unpatchify(self, patches: torch.Tensor) -> torch.Tensor:
+        """patches (batch, n_patches, patch_values) -> mel (batch, time, n_mels), e.g. to plot pred."""
+        n_time = patches.shape[1] // self.config.n_freq_patches
+        return unpatchify(patches, n_time, self.spec.patch_frames, self.spec.patch_bins)[:, 0]
 
     def forward_encoder(
         self, patches: torch.Tensor, mask_ratio: float

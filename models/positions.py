@@ -11,7 +11,7 @@ from torch import nn
 
 
 def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """positions (n,) float -> (n, dim): [sin(p * w_k) for k] ++ [cos(p * w_k) for k], w_k = 1e4^(-k/(dim/2))."""
+    """positions (n,) -> (n, dim): sin(p * w_k) then cos(p * w_k), w_k = 10000^(-k / (dim / 2))."""
     if dim % 2 != 0:
         raise ValueError(f"sin-cos embedding needs an even dim, got {dim}")
     omega = 1.0 / 10000 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim / 2))

@@ -84,6 +84,10 @@ def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, no
     files = part_files(shard_dir)
     if not files:
         raise ValueError(f"{shard_dir} has no rows to crop (num_rows={manifest.get('num_rows')})")
+    if split is not None and split not in manifest.get("rows_by_split", {}):
+        raise ValueError(
+            f"{shard_dir} has no rows with split {split!r}; splits present: {sorted(manifest.get('rows_by_split', {}))}"
+        )
     per_clip = bool(normalize and manifest["preset"]["normalize_per_clip"])
     use_dataset_stats = normalize and not per_clip
     columns = ["clip_id", "num_frames", "mel"] + (["split"] if split is not None else [])

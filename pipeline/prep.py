@@ -80,7 +80,12 @@ def _start_ray(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, log_to_driver=False)
+        # Ship this package to the cluster's workers so a plain `--address` run needs no install there.
+        package_dir = str(Path(__file__).resolve().parent)
+        ray.init(address=address, runtime_env={"py_modules": [package_dir]}, log_to_driver=False)
+    elif os.environ.get("RAY_ADDRESS"):
+        # Inside `ray job submit`: join that cluster with the job's own runtime environment.
+        ray.init(log_to_driver=False)
     else:
         # Capped object store: the default takes 30% of RAM, and prep streams, it never holds data.
         ray.init(num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
@@ -135,6 +140,16 @@ def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
         bar.update(done - bar.n)
 
 
+def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
+    """Workers report without waiting; give their last reports time to arrive. A file still
+    missing after the timeout is rejected as lost by `_account_for_every_input`, never dropped."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.get(ledger.progress.remote())[0] < num_files and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def run_prep(config: PrepConfig) -> PrepResult:
     """Run the prep stage; reuses a finished identical output."""
     started = time.monotonic()
@@ -173,6 +188,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
                 stop.set()
                 if bar.is_alive():
                     bar.join()
+            _wait_for_ledger(ledger, len(readable))
             ledger_summary = ray.get(ledger.summary.remote())
             ray.kill(ledger)
         finally:

@@ -26,14 +26,15 @@ class FeaturizeFiles:
 
     def __init__(self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None,
                  torch_threads: int = 1):
-        # One torch thread per worker: parallelism comes from Ray's processes, and more threads on
-        # the same cores would only contend.
-        torch.set_num_threads(torch_threads)
+        self.torch_threads = torch_threads
         self.preset = get_preset(preset_name)
         self.segment_s = segment_s
         self.ledger = ledger
 
     def __call__(self, files: pa.Table) -> Iterator[pa.Table]:
+        # One torch thread per worker, set here in the worker (not in the driver that builds this
+        # object): parallelism comes from Ray's processes; more threads would only contend.
+        torch.set_num_threads(self.torch_threads)
         rows, outcomes = [], []
         for item in files.to_pylist():
             outcome = FileOutcome()
@@ -54,5 +55,6 @@ class FeaturizeFiles:
         if rows:
             yield segments_to_table(rows, self.preset.n_mels)
         if self.ledger is not None:
-            # Waited on, so a file's fate is on record before its task counts as done.
-            ray.get(self.ledger.report.remote(outcomes))
+            # Not waited on, so no task ever stalls on the ledger (it may still be starting); the
+            # driver waits until the ledger has heard of every file before it reads the summary.
+            self.ledger.report.remote(outcomes)

@@ -2,7 +2,8 @@
 
 Ray Data can write the segment rows, but inputs that produce no rows leave no trace in them; the
 ledger is where their reasons go. Entries are keyed by source, so a retried task cannot count a
-file twice. It needs no CPU and holds only per-file metadata, never audio.
+file twice, and `progress` counts distinct files, which is how the driver knows every report has
+arrived. It needs no CPU and holds only per-file metadata, never audio.
 """
 
 from __future__ import annotations

@@ -66,9 +66,11 @@ def segments_to_table(
     flat = np.concatenate([mel.reshape(-1) for mel in mels16]) if rows else np.zeros(0, np.float16)
     frame_lists = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float16()), n_mels)
     mel_column = pa.ListArray.from_arrays(pa.array(offsets), frame_lists)
-    as64 = [mel.astype(np.float64) for mel in mels16]
-    bin_sum = np.stack([m.sum(axis=0) for m in as64]) if rows else np.zeros((0, n_mels))
-    bin_sq_sum = np.stack([(m * m).sum(axis=0) for m in as64]) if rows else np.zeros((0, n_mels))
+    # Sums of the stored (float16-rounded) values; float32 squares are exact enough per row, the
+    # float64 accumulation keeps the dataset totals exact.
+    as32 = [mel.astype(np.float32) for mel in mels16]
+    bin_sum = np.stack([m.sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
+    bin_sq_sum = np.stack([np.square(m).sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
     columns = {
         "clip_id": [make_clip_id(source, segment.index) for source, _, _, segment in rows],
         "source": [source for source, _, _, _ in rows],

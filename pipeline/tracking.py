@@ -222,3 +222,9 @@ def read_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
 def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> list[str]:
     client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
     return [a.path for a in client.list_artifacts(run_id, path)]
+
+
+def experiment_name_of_run(tracking_uri: str, run_id: str) -> str:
+    """The name of the experiment a run belongs to (added by the evaluate stream)."""
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    return client.get_experiment(client.get_run(run_id).info.experiment_id).name

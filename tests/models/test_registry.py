@@ -17,12 +17,8 @@ def test_every_family_has_a_debug_size() -> None:
     assert len(_debug_names()) >= len(FAMILY_MODULES)
 
 
-@pytest.mark.parametrize("name", _debug_names())
-@pytest.mark.parametrize("decoder", ["mae", "cross"])
-def test_debug_model_forward_backward_on_cpu(name: str, decoder: str) -> None:
+def _forward_backward(model: torch.nn.Module) -> None:
     torch.manual_seed(0)
-    overrides = {"decoder": "cross", "prediction_ratio": 0.25} if decoder == "cross" else {}
-    model = models.build_model(name, **overrides)
     mel = torch.randn(2, model.spec.crop_frames, model.spec.n_mels)
     out = model(mel)
     assert out.loss.ndim == 0 and torch.isfinite(out.loss)
@@ -31,6 +27,16 @@ def test_debug_model_forward_backward_on_cpu(name: str, decoder: str) -> None:
     missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     # the authors' transformer++ block creates one LayerNorm it never uses (models/blocks.py)
     assert all(".norm3." in n for n in missing)
+
+
+@pytest.mark.parametrize("name", _debug_names())
+def test_every_registered_debug_model_does_forward_backward_on_cpu(name: str) -> None:
+    _forward_backward(models.build_model(name))
+
+
+@pytest.mark.parametrize("name", ["mae-debug", "audiomae++-debug"])
+def test_cross_decoder_forward_backward_on_cpu(name: str) -> None:
+    _forward_backward(models.build_model(name, decoder="cross", prediction_ratio=0.25))
 
 
 @pytest.mark.parametrize("name", _debug_names())
@@ -80,3 +86,22 @@ def test_cross_decoder_pairs_with_any_encoder_and_scales_lr() -> None:
 def test_prediction_ratio_above_mask_ratio_is_rejected() -> None:
     with pytest.raises(ValueError, match="prediction_ratio=0.9"):
         models.build_model("mae-debug", decoder="cross", prediction_ratio=0.9)
+
+
+def test_input_longer_than_the_position_table_is_rejected_in_forward() -> None:
+    model = models.build_model("mae-debug")
+    with pytest.raises(ValueError, match="model.embed"):
+        model(torch.randn(1, 400, 64))
+
+
+def test_unpatchify_restores_the_mel_layout() -> None:
+    model = models.build_model("audiomae++-debug")
+    mel = torch.randn(2, 200, 80)
+    assert torch.equal(model.unpatchify(model.patchify(mel)), mel)
+
+
+def test_own_swiglu_norm_uses_every_parameter() -> None:
+    # for DDP without find_unused_parameters: the authors' block leaves its third LayerNorm unused
+    model = models.build_model("audiomae++-debug", swiglu_norm="own")
+    model(torch.randn(2, 200, 80)).loss.backward()
+    assert all(p.grad is not None for p in model.parameters())

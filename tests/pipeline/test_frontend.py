@@ -159,3 +159,20 @@ def test_normalize_clip_gives_zero_mean_unit_std():
     normalized = normalize_clip(mel)
     assert abs(normalized.mean()) < 1e-5 and normalized.std() == pytest.approx(1.0, abs=1e-4)
     assert np.all(np.isfinite(normalize_clip(np.full((10, 80), -13.8, np.float32))))
+
+
+@pytest.mark.parametrize("preset_name", ["audiomae", "dasheng"])
+def test_log_mel_equals_torchaudio_melspectrogram(preset_name):
+    import torch
+    import torchaudio
+
+    preset = get_preset(preset_name)
+    wave = sine(300, 1.0) + 0.05 * np.random.default_rng(1).standard_normal(SR).astype(np.float32)
+    reference = torchaudio.transforms.MelSpectrogram(
+        sample_rate=SR, n_fft=preset.n_fft, win_length=preset.win_samples, hop_length=preset.hop_samples,
+        f_min=preset.f_min_hz, f_max=preset.f_max_hz, n_mels=preset.n_mels, power=preset.power)(torch.from_numpy(wave))
+    if preset.log_kind == "ln":
+        expected = torch.log(reference + preset.log_eps).T.numpy()
+    else:
+        expected = torchaudio.transforms.AmplitudeToDB(stype="power", top_db=preset.top_db)(reference).T.numpy()
+    np.testing.assert_allclose(compute_log_mel(wave, preset), expected, atol=1e-3, rtol=1e-4)

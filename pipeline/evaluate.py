@@ -1,0 +1,158 @@
+"""Evaluate a pretrained checkpoint: RankMe R and probe quality Q on labeled HEAR tasks.
+
+`evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` embeds every task's clips once with the
+frozen model, measures RankMe on a seeded sample of `rankme_n` of those scene embeddings, trains
+the HEAR probe grid per task and seed, and aggregates (pipeline.scores). `log_evaluation` writes the
+result to MLflow; `write_results` to CSV and JSON. CLI: `python -m pipeline.evaluate --help`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.checkpoint import load_model_from_checkpoint
+from pipeline.embeddings import FrameEmbedder, normalisation_for
+from pipeline.frontend import get_preset
+from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.probes import DEFAULT_SEEDS, probe_task
+from pipeline.rankme import rankme_with_shape, sample_fixed_n
+from pipeline.scores import TaskScore, quality_q
+from pipeline.task_data import list_task_dirs, read_task_info
+from pipeline.task_embeddings import embed_task
+
+# Scene embeddings RankMe is measured on. RankMe grows with N, so every compared value must use
+# the same N: the default task set holds ~7,000 clips, so 4,096 fits it with room to spare.
+DEFAULT_EVALUATE_RANKME_N = 4096
+RANKME_SEED = 0
+
+
+@dataclass(kw_only=True)
+class EvaluationResult:
+    checkpoint_dir: str
+    model_name: str
+    step: int
+    rankme: float
+    rankme_n: int
+    rankme_k: int
+    task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores"}
+    q: float
+    seeds: int
+    seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
+    run_id: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def evaluate_checkpoint(
+    checkpoint_dir: str | Path,
+    *,
+    tasks_dir: str | Path,
+    task_names: list[str] | None = None,
+    rankme_n: int = DEFAULT_EVALUATE_RANKME_N,
+    seeds: int = DEFAULT_SEEDS,
+    probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
+    device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> EvaluationResult:
+    """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`.
+
+    `progress`, when given, receives one line per finished task (e.g. `print`)."""
+    started = time.perf_counter()
+    model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
+    embedder = FrameEmbedder(model, normalisation=normalisation_for(get_preset(model.spec.frontend_preset), meta), device=device)
+    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
+    seconds: dict[str, float] = {}
+    task_scores: dict[str, TaskScore] = {}
+    all_features = []
+    for task in tasks:
+        tick = time.perf_counter()
+        embeddings = embed_task(task, embedder)
+        seconds[f"embed/{task.name}"] = time.perf_counter() - tick
+        all_features.append(embeddings.all_features())
+        tick = time.perf_counter()
+        task_scores[task.name], _ = probe_task(task, embeddings.splits, seeds=seeds, training=probe_training)
+        seconds[f"probe/{task.name}"] = time.perf_counter() - tick
+        if progress is not None:
+            score = task_scores[task.name]
+            progress(
+                f"[evaluate] {task.name}: {score.metric} {score.mean:.3f} "
+                f"(embed {seconds[f'embed/{task.name}']:.1f} s, probe {seconds[f'probe/{task.name}']:.1f} s)"
+            )
+    rankme_value = _rankme_of(np.concatenate(all_features), rankme_n)
+    seconds["total"] = time.perf_counter() - started
+    return EvaluationResult(
+        checkpoint_dir=str(Path(checkpoint_dir).resolve()),
+        model_name=str(meta.get("model_name")),
+        step=int(meta.get("step", 0)),
+        rankme=rankme_value.value,
+        rankme_n=rankme_value.n_samples,
+        rankme_k=rankme_value.n_features,
+        task_scores={name: score.to_dict() for name, score in task_scores.items()},
+        q=quality_q({name: score.mean for name, score in task_scores.items()}),
+        seeds=seeds,
+        seconds=seconds,
+    )
+
+
+def _rankme_of(features: np.ndarray, rankme_n: int):
+    if len(features) < rankme_n:
+        warnings.warn(
+            f"RankMe asked for N={rankme_n} but the tasks hold {len(features)} clips; using all "
+            f"{len(features)} (recorded as rankme_n). Compare only values with the same N.",
+            stacklevel=3,
+        )
+        rankme_n = len(features)
+    return rankme_with_shape(sample_fixed_n(features, n_samples=rankme_n, seed=RANKME_SEED))
+
+
+def results_rows(result: EvaluationResult) -> list[dict]:
+    """One row per task plus a summary row: the results table of the CSV and the console."""
+    rows = [
+        {"task": task, "metric": score["metric"], "mean": score["mean"], "ci_low": score["ci_low"], "ci_high": score["ci_high"]}
+        for task, score in result.task_scores.items()
+    ]
+    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q, "ci_low": np.nan, "ci_high": np.nan})
+    return rows
+
+
+def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Path, Path]:
+    """`evaluation.json` (everything) and `evaluation.csv` (per-task table) in `output_dir`."""
+    directory = Path(output_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / "evaluation.json"
+    json_path.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    csv_path = directory / "evaluation.csv"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["task", "metric", "mean", "ci_low", "ci_high"])
+        writer.writeheader()
+        writer.writerows(results_rows(result))
+    return json_path, csv_path
+
+
+def format_table(result: EvaluationResult) -> str:
+    """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
+    lines = [
+        f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds",
+        f"{'task':<28}{'metric':<12}{'score':>8}   95% CI",
+    ]
+    for row in results_rows(result):
+        interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {interval}")
+    lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k})")
+    lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from pipeline.evaluate_cli import main
+
+    raise SystemExit(main())

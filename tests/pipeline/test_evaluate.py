@@ -1,0 +1,92 @@
+"""evaluate_checkpoint and `python -m pipeline.evaluate` on a debug checkpoint and tiny tasks."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import models
+from pipeline.checkpoint import save_model_checkpoint
+from pipeline.evaluate import evaluate_checkpoint
+from pipeline.evaluate_cli import main
+from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.task_data import TaskFormatError
+from pipeline.tracking import read_run, start_or_resume_run, list_artifacts
+from tests.pipeline.hear_task_fixtures import build_tiny_tasks
+
+QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--rankme-n", "40"]
+
+
+@pytest.fixture(scope="module")
+def tasks_dir(tmp_path_factory):
+    return build_tiny_tasks(tmp_path_factory.mktemp("tasks"))
+
+
+def _checkpoint(directory, step=5, extra=None):
+    torch.manual_seed(0)
+    model = models.build_model("audiomae++-debug")
+    return save_model_checkpoint(directory, model, model_name="audiomae++-debug", overrides={}, step=step, shard_fingerprint="t", extra=extra)
+
+
+def test_evaluate_checkpoint_scores_every_task(tmp_path, tasks_dir):
+    result = evaluate_checkpoint(
+        _checkpoint(tmp_path / "ckpt"), tasks_dir=tasks_dir, rankme_n=50, seeds=2,
+        probe_training=ProbeTrainingConfig(max_epochs=9, patience_checks=2, grid_points=2),
+    )
+    assert set(result.task_scores) == {"tones", "mixtures"}
+    assert result.task_scores["tones"]["metric"] == "top1_acc"
+    assert result.task_scores["mixtures"]["metric"] == "mAP"
+    # Even a random-weight encoder separates three pure tones (chance is 1/3).
+    assert result.task_scores["tones"]["mean"] > 0.6
+    assert result.q == pytest.approx((result.task_scores["tones"]["mean"] + result.task_scores["mixtures"]["mean"]) / 2)
+    assert 0.0 <= result.q <= 1.0
+    assert (result.rankme_n, result.rankme_k) == (50, 240)
+    assert 1.0 <= result.rankme <= 50
+    for score in result.task_scores.values():
+        assert score["ci_low"] <= score["mean"] <= score["ci_high"]
+        assert len(score["seed_scores"]) == 2
+
+
+def test_unknown_task_name_is_a_clear_error(tmp_path, tasks_dir):
+    with pytest.raises(TaskFormatError, match="unknown task"):
+        evaluate_checkpoint(_checkpoint(tmp_path / "ckpt"), tasks_dir=tasks_dir, task_names=["nope"])
+
+
+def test_cli_logs_to_mlflow_and_writes_tables(tmp_path, tasks_dir, tracking_uri, capsys):
+    checkpoint = _checkpoint(tmp_path / "ckpt", step=12)
+    output = tmp_path / "out"
+    assert main(["--checkpoint", str(checkpoint), "--tasks-dir", str(tasks_dir), "--tasks", "tones",
+                 "--tracking-uri", tracking_uri, "--output", str(output), *QUICK_ARGS]) == 0
+    printed = capsys.readouterr().out
+    assert "tones" in printed and "RankMe" in printed and "N=40, K=240" in printed
+    saved = json.loads((output / "evaluation.json").read_text())
+    run = read_run(tracking_uri, saved["run_id"])
+    assert run["params"]["rankme_n"] == "40" and run["params"]["rankme_k"] == "240"
+    assert run["metrics"]["q"] == [(12, pytest.approx(saved["q"]))]
+    assert run["metrics"]["rankme"] == [(12, pytest.approx(saved["rankme"]))]
+    assert run["metrics"]["tones/score"][0][1] == pytest.approx(saved["task_scores"]["tones"]["mean"])
+    assert "tones/ci_low" in run["metrics"]
+    assert sorted(list_artifacts(tracking_uri, saved["run_id"], "evaluation")) == [
+        "evaluation/evaluation.csv", "evaluation/evaluation.json"]
+    csv_lines = (output / "evaluation.csv").read_text().splitlines()
+    assert csv_lines[0] == "task,metric,mean,ci_low,ci_high" and csv_lines[1].startswith("tones,top1_acc,")
+
+
+def test_cli_with_run_id_finds_checkpoint_and_logs_under_pretraining_run(tmp_path, tasks_dir, tracking_uri):
+    pretraining = start_or_resume_run(tracking_uri=tracking_uri, experiment_name="pretrain", run_name="debug-run")
+    storage = tmp_path / "ray_results"
+    pretraining.log_params({"storage_path": str(storage), "run_name": "debug-run"})
+    _checkpoint(storage / "debug-run" / "checkpoint_step_00000003", step=3)
+    _checkpoint(storage / "debug-run" / "checkpoint_step_00000008", step=8)
+    assert main(["--run-id", pretraining.run_id, "--tasks-dir", str(tasks_dir), "--tasks", "tones",
+                 "--tracking-uri", tracking_uri, *QUICK_ARGS]) == 0
+    parent = read_run(tracking_uri, pretraining.run_id)
+    assert [step for step, _ in parent["metrics"]["eval_q"]] == [8]
+    assert parent["metrics"]["eval_rankme_n"] == [(8, 40.0)]
+    saved = json.loads((storage / "debug-run" / "checkpoint_step_00000008" / "evaluation" / "evaluation.json").read_text())
+    child = read_run(tracking_uri, saved["run_id"])
+    assert child["tags"]["mlflow.parentRunId"] == pretraining.run_id
+    assert not math.isnan(child["metrics"]["q"][0][1])

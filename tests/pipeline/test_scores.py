@@ -1,0 +1,46 @@
+"""Aggregates: t-intervals, Q and the normalised score s(m)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.scores import mean_confidence_interval, normalised_scores, quality_q, task_score_from_seeds
+
+
+def test_confidence_interval_matches_hand_computation():
+    # values 0.5, 0.6, 0.7: mean 0.6, sample std 0.1, t(0.975, 2) = 4.302653
+    mean, low, high = mean_confidence_interval([0.5, 0.6, 0.7])
+    half = 4.302653 * 0.1 / math.sqrt(3)
+    assert mean == pytest.approx(0.6)
+    assert (low, high) == pytest.approx((0.6 - half, 0.6 + half), rel=1e-6)
+
+
+def test_single_seed_has_no_interval():
+    score = task_score_from_seeds("top1_acc", [0.8])
+    assert score.mean == 0.8 and math.isnan(score.ci_low) and math.isnan(score.ci_high)
+
+
+def test_q_is_the_mean_of_task_scores_and_rejects_out_of_range():
+    assert quality_q({"a": 0.5, "b": 0.9}) == pytest.approx(0.7)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        quality_q({"a": 1.7})
+
+
+def test_normalised_score_matches_hand_computation():
+    scores = {
+        "m1": {"t1": 0.2, "t2": 0.9},
+        "m2": {"t1": 0.6, "t2": 0.5},
+        "m3": {"t1": 0.4, "t2": 0.7},
+    }
+    # t1: min 0.2, max 0.6 -> m1 0, m2 1, m3 0.5; t2: min 0.5, max 0.9 -> m1 1, m2 0, m3 0.5
+    result = normalised_scores(scores)
+    assert result == pytest.approx({"m1": 50.0, "m2": 50.0, "m3": 50.0})
+    scores["m3"]["t2"] = 0.9  # m3: t1 0.5, t2 1 -> 75
+    assert normalised_scores(scores)["m3"] == pytest.approx(75.0)
+
+
+def test_normalised_score_uses_only_shared_tasks_and_ties_count_zero():
+    scores = {"m1": {"t1": 0.3, "t2": 0.5, "extra": 1.0}, "m2": {"t1": 0.3, "t2": 0.9}}
+    assert normalised_scores(scores) == pytest.approx({"m1": 0.0, "m2": 50.0})
