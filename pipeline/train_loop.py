@@ -279,32 +279,36 @@ def report_with_checkpoint(
 
 
 class ThroughputWindow:
-    """Loss, samples/s and step time averaged since the last summary."""
+    """Metrics of the steps since the last summary.
+
+    samples_per_s counts wall time (data waits, reports, checkpoints and RankMe included);
+    step_time_s is the mean time of one step alone (data wait, forward, backward, update).
+    """
 
     def __init__(self) -> None:
-        self._started = 0.0
+        self._step_started = 0.0
         self._reset()
 
     def _reset(self) -> None:
+        self._window_started = time.perf_counter()
         self._losses: list[float] = []
         self._samples = 0
         self._busy_s = 0.0
 
     def start_step(self) -> None:
-        self._started = time.perf_counter()
+        self._step_started = time.perf_counter()
 
     def end_step(self, loss: float, *, samples: int) -> None:
-        self._busy_s += time.perf_counter() - self._started
+        self._busy_s += time.perf_counter() - self._step_started
         self._losses.append(loss)
         self._samples += samples
 
     def summary(self) -> dict[str, float]:
-        steps = max(1, len(self._losses))
-        busy_s = max(self._busy_s, 1e-9)
+        wall_s = max(time.perf_counter() - self._window_started, 1e-9)
         result = {
             "loss": float(np.mean(self._losses)) if self._losses else math.nan,
-            "samples_per_s": self._samples / busy_s,
-            "step_time_s": busy_s / steps,
+            "samples_per_s": self._samples / wall_s,
+            "step_time_s": self._busy_s / max(1, len(self._losses)),
         }
         self._reset()
         return result
