@@ -116,7 +116,7 @@ def run_cpu(args: argparse.Namespace) -> None:
     from pipeline.shards import read_manifest
 
     preset = read_manifest(shards)["preset"]["name"]
-    ray.init(num_cpus=args.threads + 1, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.threads + 1, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False)
     try:
         print(f"2. Ray Train (1 worker, streaming from {shards}) vs plain loop (same crops in memory)")
         for name in (n for n in DEBUG_MODELS if n in available):
@@ -161,7 +161,7 @@ def run_gpu(args: argparse.Namespace) -> None:
 
         from pipeline.shards import crop_dataset, read_manifest
 
-        ray.init(object_store_memory=2 * 1024**3, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", object_store_memory=2 * 1024**3, include_dashboard=False, log_to_driver=False)
         try:
             frames = 200 if read_manifest(shards)["preset"]["name"] == "audiomae" else 1000
             dataset = crop_dataset(str(shards), crop_frames=frames, seed=0)

@@ -57,15 +57,17 @@ class PretrainResult:
 
 
 def connect_ray(address: str | None) -> bool:
-    """Join `address` / $RAY_ADDRESS / a running Ray, or start a capped local one; True if started."""
+    """Use the Ray this process already runs, join `address` / $RAY_ADDRESS (`auto`: the
+    `ray start` cluster on this machine), or start a capped local one; True if we started it."""
     if ray.is_initialized():
         return False
     if address or os.environ.get("RAY_ADDRESS"):
         ray.init(address=address, log_to_driver=False)
     else:
+        # "local": a new instance even when `ray start` left a cluster address on this machine.
         # The default object store takes 30% of RAM; streamed crops need far less.
         store_bytes = int(max(512 * 1024**2, min(4 * 1024**3, 0.05 * psutil.virtual_memory().total)))
-        ray.init(object_store_memory=store_bytes, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", object_store_memory=store_bytes, include_dashboard=False, log_to_driver=False)
     return True
 
 

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--tracking-uri", default=d.tracking_uri,
         help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {paths.default_tracking_uri()})")
     add("--experiment", default=d.experiment_name, help="MLflow experiment name")
-    add("--address", default=d.ray_address, help="Ray address (default: $RAY_ADDRESS or a new local Ray)")
+    add("--address", default=d.ray_address, help="Ray address; auto = the `ray start` cluster here (default: $RAY_ADDRESS or a new local Ray)")
     add("--log-every", type=int, default=d.log_every_steps, help="steps between metric logs")
     add("--checkpoint-every", type=int, default=d.checkpoint_every_steps, help="steps between checkpoints")
     add("--rankme-every", type=int, default=d.rankme_every_steps, help="steps between RankMe measurements (0: off)")

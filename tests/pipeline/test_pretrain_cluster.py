@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,10 +77,15 @@ def _free_ports(count: int) -> list[int]:
 @pytest.fixture()
 def ray_head(tmp_path):
     """`ray start --head --block` on free ports; stopped by signalling that process only (a
-    `ray stop` would also stop every other Ray instance on the machine)."""
+    `ray stop` would also stop every other Ray instance on the machine).
+
+    Its own short --temp-dir keeps `ray_current_cluster` out of /tmp/ray: left there after the
+    head stops, it makes every later `ray.init(num_cpus=...)` on the machine try to join it.
+    """
     gcs, dashboard, agent, agent_grpc, metrics, client, runtime_env = _free_ports(7)
+    temp_dir = tempfile.mkdtemp(prefix="rayhead-", dir="/tmp")  # short: Unix socket paths are capped
     command = [
-        "ray", "start", "--head", "--block", "--disable-usage-stats",
+        "ray", "start", "--head", "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}",
         f"--port={gcs}", "--num-cpus=2", f"--object-store-memory={512 * 1024**2}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
         f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
@@ -103,6 +110,7 @@ def ray_head(tmp_path):
         except subprocess.TimeoutExpired:
             head.kill()
             head.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_ray_job_submit_runs_pretraining_to_a_checkpoint(ray_head, shards_dir, tmp_path):
