@@ -76,7 +76,7 @@ def load_crops(shards_dir: str, crop_frames: int, count: int) -> torch.Tensor:
     from pipeline.shards import crop_dataset
 
     rows = crop_dataset(shards_dir, crop_frames=crop_frames, seed=0).limit(count).take_all()
-    return torch.stack([torch.as_tensor(row["mel"]) for row in rows])
+    return torch.stack([torch.tensor(row["mel"]) for row in rows])  # copies: Ray's arrays are read-only
 
 
 def ray_train_steady_samples_per_s(model_name: str, shards_dir: str, *, batch_size: int, steps: int, threads: int) -> float:
@@ -93,7 +93,8 @@ def ray_train_steady_samples_per_s(model_name: str, shards_dir: str, *, batch_si
             )
         )
         windows = tracking.read_run(result.tracking_uri, result.run_id)["metrics"]["samples_per_s"]
-    steady = [value for _, value in windows[1:]] or [windows[-1][1]]
+    # Steady state: without the first window (start-up) and the last (it holds the checkpoint).
+    steady = [value for _, value in windows[1:-1]] or [windows[-1][1]]
     return statistics.median(steady)
 
 
