@@ -127,7 +127,8 @@ def read_input_manifest(manifest: Path) -> list[InputFile]:
         path = Path(source).expanduser()
         path = path if path.is_absolute() else manifest.parent / path
         if source in first_line_of:
-            inputs.append(InputFile(path=str(path), source=source, problem=f"duplicate of entry {first_line_of[source]}",
+            duplicate = f"duplicate of entry {first_line_of[source]}"
+            inputs.append(InputFile(path=str(path), source=source, problem=duplicate,
                                     problem_kind="duplicate entry", **fields))
             continue
         first_line_of[source] = line_number
@@ -149,7 +150,9 @@ def seeded_order(inputs: list[InputFile], seed: int) -> list[InputFile]:
     return sorted(inputs, key=lambda item: hashlib.sha256(f"{seed}\0{item.source}".encode()).hexdigest())
 
 
-def select_subset_hours(inputs: list[InputFile], *, max_hours: float, seed: int, io_threads: int = 8) -> list[InputFile]:
+def select_subset_hours(
+    inputs: list[InputFile], *, max_hours: float, seed: int, io_threads: int = 8
+) -> list[InputFile]:
     """About `max_hours` of audio: the shortest prefix of the seeded order that reaches it.
 
     Because every H takes a prefix of the same order, the subsets are nested: the 1 h subset is

@@ -37,6 +37,9 @@ from pipeline.shards import PART_GLOB, read_manifest
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
 MAX_FILES_PER_BATCH = 64
+# A task's Parquet part is assembled in memory before it is written, so a batch is also capped by
+# the bytes of its input files (256 MB of 16-bit 16 kHz WAV is ~2.2 h of audio, ~130 MB of mel).
+MAX_BATCH_INPUT_BYTES = 256 * 1024**2
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -87,14 +90,19 @@ def _start_ray(address: str | None) -> bool:
         # Inside `ray job submit`: join that cluster with the job's own runtime environment.
         ray.init(log_to_driver=False)
     else:
+        # address="local": a fresh instance even when `ray start` left a cluster on this machine.
         # Capped object store: the default takes 30% of RAM, and prep streams, it never holds data.
-        ray.init(num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
+        ray.init(address="local", num_cpus=os.cpu_count(), object_store_memory=512 * 1024**2, include_dashboard=False,
                  log_to_driver=False)
     return True
 
 
-def _files_per_batch(num_files: int, num_cpus: float) -> int:
-    return max(1, min(MAX_FILES_PER_BATCH, math.ceil(num_files / max(1.0, BATCHES_PER_CPU * num_cpus))))
+def files_per_batch(inputs: list[InputFile], num_cpus: float) -> int:
+    """Files handed to one task: balanced across CPUs, bounded in count and in input bytes."""
+    by_balance = math.ceil(len(inputs) / max(1.0, BATCHES_PER_CPU * num_cpus))
+    mean_bytes = sum(item.size_bytes for item in inputs) / max(1, len(inputs))
+    by_memory = int(MAX_BATCH_INPUT_BYTES // max(mean_bytes, 1.0))
+    return max(1, min(MAX_FILES_PER_BATCH, by_balance, by_memory))
 
 
 def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> None:
@@ -107,21 +115,25 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
         def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
             return f"part-{task_index:05d}-{write_uuid}.parquet"
 
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
     num_cpus = ray.cluster_resources().get("CPU", 1.0)
-    files_per_batch = _files_per_batch(len(readable), num_cpus)
+    batch_files = files_per_batch(readable, num_cpus)
     items = [{"path": i.path, "source": i.source, "label": i.label, "split": i.split} for i in readable]
-    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / files_per_batch))
+    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_files))
     rows = files.map_batches(
         FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),
         batch_format="pyarrow",
-        batch_size=files_per_batch,
+        batch_size=batch_files,
         # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
         # pool starving its own input cannot happen.
         num_cpus=1,
     )
-    rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd")
+    context = ray.data.DataContext.get_current()
+    shows_bars = context.enable_progress_bars
+    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
+    try:
+        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd")
+    finally:
+        context.enable_progress_bars = shows_bars
 
 
 def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
@@ -184,11 +196,11 @@ def run_prep(config: PrepConfig) -> PrepResult:
                 bar.start()
             try:
                 _run_ray_pipeline(config, readable, ledger)
+                _wait_for_ledger(ledger, len(readable))
             finally:
                 stop.set()
                 if bar.is_alive():
                     bar.join()
-            _wait_for_ledger(ledger, len(readable))
             ledger_summary = ray.get(ledger.summary.remote())
             ray.kill(ledger)
         finally:
@@ -201,7 +213,8 @@ def run_prep(config: PrepConfig) -> PrepResult:
     rejected = _account_for_every_input(readable, stats.sources, rejected)
     write_rejected(config.output_dir, rejected)
     manifest = build_manifest(
-        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(), input_path=str(config.input_path),
+        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(),
+        input_path=str(config.input_path.expanduser().absolute()),
         num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
         dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
@@ -232,6 +245,8 @@ def format_summary(result: PrepResult) -> str:
         lines.append(f"prep: {result.output_dir} already holds these inputs with these settings "
                      f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo.")
     speed = f", {hours * 3600 / manifest['elapsed_s']:.0f}x real time" if manifest["elapsed_s"] > 0 else ""
+    if result.reused:
+        speed += f", made {manifest['created_utc']}"
     lines.append(
         f"prep: {manifest['num_inputs']} inputs -> {manifest['num_rows']} rows, {hours:.3f} h of audio "
         f"({manifest['preset']['name']} preset, {manifest['n_mels']} mel) in {manifest['elapsed_s']:.1f} s{speed}"

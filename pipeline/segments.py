@@ -100,7 +100,9 @@ def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float) ->
             index += 1
 
 
-def featurize_file(path: str | Path, preset: FrontendPreset, segment_s: float, outcome: FileOutcome) -> Iterator[Segment]:
+def featurize_file(
+    path: str | Path, preset: FrontendPreset, segment_s: float, outcome: FileOutcome
+) -> Iterator[Segment]:
     """`iter_segments` that never raises for bad audio: what went wrong is written into `outcome`.
 
     Consumed lazily, so a long file never sits in memory whole.

@@ -9,6 +9,11 @@ The frames of a whole column share one contiguous float16 buffer, so `mel_matric
 `mel_bin_sum` / `mel_bin_sq_sum` (float64, per mel bin, over the row's stored float16 values) let
 the prep stage compute the dataset's per-bin mean/std without reading the matrices twice.
 
+Reading without Ray: `read_shard_table(dir)`, or by hand
+`pd.concat(pd.read_parquet(p) for p in sorted(Path(dir).glob("part-*.parquet")))` and
+`mel_from_row(row)`. Pass the part files, not the folder: `pd.read_parquet(dir)` also tries to
+parse manifest.json as Parquet and fails.
+
 The training reader `crop_dataset` is implemented in `pipeline.crops` (it is the only part that
 needs Ray) and re-exported here.
 """

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
+import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,10 @@ def random_sentence(rng: np.random.Generator, language: str, split: str, *, n_wo
 
 def synthesize(request: SpeechRequest, work_dir: Path) -> np.ndarray:
     """One utterance as float32 16 kHz mono (espeak-ng writes 22,050 Hz wav)."""
-    key = hashlib.sha1(repr(request).encode("utf-8")).hexdigest()[:16]
-    wav_path = work_dir / f"espeak_{key}.wav"
+    # A fresh name per call: two identical requests may run at the same time on the pool.
+    handle, name = tempfile.mkstemp(prefix="espeak_", suffix=".wav", dir=work_dir)
+    os.close(handle)
+    wav_path = Path(name)
     command = ["espeak-ng", "-v", f"{request.voice}+{request.variant}", "-s", str(request.speed_wpm),
                "-p", str(request.pitch), "-w", str(wav_path), "--", request.text]
     completed = subprocess.run(command, capture_output=True, check=False)

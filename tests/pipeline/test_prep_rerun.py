@@ -104,7 +104,8 @@ def test_max_hours_prepares_the_seeded_subset_and_records_it(ray_local, tmp_path
     budget_hours = 6.0 / 3600
     result = run_prep(PrepConfig(input_path=manifest_path, output_dir=tmp_path / "shards", max_hours=budget_hours,
                                  seed=4, show_progress=False))
-    expected = {i.source for i in select_subset_hours(list_inputs(manifest_path).inputs, max_hours=budget_hours, seed=4)}
+    subset = select_subset_hours(list_inputs(manifest_path).inputs, max_hours=budget_hours, seed=4)
+    expected = {i.source for i in subset}
     assert set(read_shard_table(tmp_path / "shards", columns=["source"])["source"].to_pylist()) == expected
     assert result.manifest["num_listed_inputs"] == 6 and result.manifest["num_inputs"] == len(expected) < 6
     assert result.manifest["settings"]["max_hours"] == budget_hours and result.manifest["settings"]["seed"] == 4

@@ -52,3 +52,4 @@ def test_featurize_reports_rather_than_raises(tmp_path):
     segments, outcome = run(tmp_path / "x.wav")
     assert segments == [] and outcome.rejection_kind == "not audio"
     assert str(tmp_path / "x.wav") in outcome.rejection_reason
+
