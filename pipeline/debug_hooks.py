@@ -7,7 +7,8 @@ unless a variable is set; users never need them.
   (`os._exit`); the marker file makes the restarted worker carry on.
 - `AUDIOSCALE_TEST_NAN_AT_STEP=S`: the loss of step S (1-based, every rank) becomes NaN.
 - `AUDIOSCALE_TEST_RECORD_CROPS_DIR=DIR`: each rank appends a hash of every crop it trains on to
-  `DIR/rank-<r>.txt` (with the node id in `DIR/node-<r>.txt`), to check the data split.
+  `DIR/rank-<r>.txt`, writes its node id to `DIR/node-<r>.txt` and, at the end, a hash of its
+  final weights to `DIR/weights-<r>.txt`: to check the data split and that DDP kept ranks equal.
 """
 
 from __future__ import annotations
@@ -56,3 +57,14 @@ def maybe_record_crops(mel: torch.Tensor, *, rank: int, node_id: str) -> None:
     with open(Path(directory) / f"rank-{rank}.txt", "a") as out:
         for crop in crops:
             out.write(hashlib.sha1(crop.tobytes()).hexdigest() + "\n")
+
+
+def maybe_record_weights(model: torch.nn.Module, *, rank: int) -> None:
+    directory = os.environ.get(f"{ENV_PREFIX}RECORD_CROPS_DIR")
+    if not directory:
+        return
+    digest = hashlib.sha1()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    (Path(directory) / f"weights-{rank}.txt").write_text(digest.hexdigest())

@@ -45,6 +45,7 @@ class EvaluationResult:
     task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores"}
     q: float
     seeds: int
+    probe_protocol: dict = field(default_factory=dict)  # ProbeTrainingConfig as a dict
     seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
     run_id: str | None = None
 
@@ -99,6 +100,7 @@ def evaluate_checkpoint(
         task_scores={name: score.to_dict() for name, score in task_scores.items()},
         q=quality_q({name: score.mean for name, score in task_scores.items()}),
         seeds=seeds,
+        probe_protocol=asdict(probe_training),
         seconds=seconds,
     )
 

@@ -16,20 +16,21 @@ from pipeline.probes import DEFAULT_SEEDS
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.evaluate",
-        description="RankMe and HEAR-style probe scores (mean, 95%% CI, Q) of a pretrained checkpoint, logged to MLflow.",
+        description="RankMe and HEAR-style probe scores (mean, 95% CI, Q) of a pretrained checkpoint, logged to MLflow.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + model.json)")
     source.add_argument("--run-id", help="MLflow id of a pretraining run: evaluates its newest checkpoint")
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task names")
-    parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory (default: $AUDIOSCALE_HOME/tasks)")
+    parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory; None: $AUDIOSCALE_HOME/tasks")
     parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N, help="scene embeddings RankMe is measured on (seeded sample)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)")
     parser.add_argument("--grid-points", type=int, default=ProbeTrainingConfig().grid_points, help="probe configs sampled per seed out of 16 (HEAR: 8)")
     parser.add_argument("--max-epochs", type=int, default=ProbeTrainingConfig().max_epochs, help="probe epochs at most")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the embedded SQLite store)")
-    parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go (default: <checkpoint>/evaluation)")
+    parser.add_argument("--patience", type=int, default=ProbeTrainingConfig().patience_checks, help="probe validation checks without improvement before stopping")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store")
+    parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation")
     parser.add_argument("--device", default="cpu", help="torch device for the embeddings")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     return parser
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         task_names=task_names,
         rankme_n=args.rankme_n,
         seeds=args.seeds,
-        probe_training=ProbeTrainingConfig(grid_points=args.grid_points, max_epochs=args.max_epochs),
+        probe_training=ProbeTrainingConfig(
+            grid_points=args.grid_points, max_epochs=args.max_epochs, patience_checks=args.patience
+        ),
         device=args.device,
         progress=lambda line: print(line, flush=True),
     )

@@ -80,6 +80,7 @@ def log_evaluation(
             "seeds": result.seeds,
             "rankme_n": result.rankme_n,
             "rankme_k": result.rankme_k,
+            **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
         }
     )
     metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k}

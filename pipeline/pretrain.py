@@ -34,7 +34,7 @@ from pipeline.pretrain_config import PretrainConfig
 from pipeline.pretrain_data import build_training_dataset, check_shards_match_model
 from pipeline.shards import read_manifest
 from pipeline.tracking import CODE_VERSION_ENV, code_version, read_run, start_or_resume_run
-from pipeline.train_loop import NON_FINITE_METRIC, train_loop
+from pipeline.train_loop import NON_FINITE_TAG, train_loop
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -57,23 +57,32 @@ class PretrainResult:
 
 
 def connect_ray(address: str | None) -> bool:
-    """Join `address` / $RAY_ADDRESS / a running Ray, or start a capped local one; True if started."""
+    """Use the Ray this process already runs, join `address` / $RAY_ADDRESS (`auto`: the
+    `ray start` cluster on this machine), or start a capped local one; True if we started it."""
     if ray.is_initialized():
         return False
     if address or os.environ.get("RAY_ADDRESS"):
         ray.init(address=address, log_to_driver=False)
     else:
+        # "local": a new instance even when `ray start` left a cluster address on this machine.
         # The default object store takes 30% of RAM; streamed crops need far less.
         store_bytes = int(max(512 * 1024**2, min(4 * 1024**3, 0.05 * psutil.virtual_memory().total)))
-        ray.init(object_store_memory=store_bytes, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", object_store_memory=store_bytes, include_dashboard=False, log_to_driver=False)
     return True
 
 
-def describe_model_spec(config: PretrainConfig) -> tuple[Any, int, int]:
-    """(spec, encoder params, total params) without allocating weights (built on the meta device)."""
+def describe_model(config: PretrainConfig) -> tuple[Any, dict[str, Any]]:
+    """(spec, MLflow parameters of the model) without allocating weights (built on the meta device)."""
     with torch.device("meta"):
         model = models.build_model(config.model_name, **config.model_build_overrides())
-    return model.spec, models.count_parameters(model.encoder), models.count_parameters(model)
+    return model.spec, {
+        "encoder_parameters": models.count_parameters(model.encoder),
+        "total_parameters": models.count_parameters(model),
+        "training_flops_per_sample": model.training_flops_per_sample(),
+        "crop_frames": model.spec.crop_frames,
+        "effective_mask_ratio": model.spec.mask_ratio,
+        "lr_scale": float(getattr(model, "lr_scale", 1.0)),
+    }
 
 
 def run_pretraining(config: PretrainConfig) -> PretrainResult:
@@ -88,7 +97,7 @@ def run_pretraining(config: PretrainConfig) -> PretrainResult:
 
 def _run_on_ray(config: PretrainConfig) -> PretrainResult:
     config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"))
-    spec, encoder_parameters, total_parameters = describe_model_spec(config)
+    spec, model_params = describe_model(config)
     manifest = read_manifest(config.shards_dir)
     check_shards_match_model(config.shards_dir, manifest, spec)
     config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
@@ -106,10 +115,10 @@ def _run_on_ray(config: PretrainConfig) -> PretrainResult:
             "shard_total_hours": manifest["total_hours"],
             "shard_num_rows": manifest["num_rows"],
             "accumulation_steps": config.accumulation_steps,
-            "model_encoder_parameters": encoder_parameters,
-            "model_total_parameters": total_parameters,
+            **model_params,
         }
     )
+    run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
     trainer = TorchTrainer(
         train_loop,
         train_loop_config=config.to_dict(),
@@ -135,18 +144,19 @@ def _run_on_ray(config: PretrainConfig) -> PretrainResult:
     except Exception:
         run.finish("FAILED")
         raise
+    bad_step = run.tags().get(NON_FINITE_TAG)
+    if bad_step:
+        run.set_tags({"failure": f"non-finite loss at step {bad_step}"})
+        run.finish("FAILED")
+        last_good = result.checkpoint.path if result.checkpoint else "none (no checkpoint was written before it)"
+        raise NonFiniteLossError(
+            f"pretraining run {config.run_name!r} stopped: the loss or gradient became non-finite at step "
+            f"{bad_step}; the last good checkpoint is {last_good}. Lower --lr, raise --warmup-steps "
+            "or check the shards, then re-run with the same --run-name to resume from that checkpoint."
+        )
     if result.checkpoint is None:
         run.finish("FAILED")
         raise RuntimeError(f"pretraining run {config.run_name!r} finished without a checkpoint")
-    if NON_FINITE_METRIC in (result.metrics or {}):
-        bad_step = int(result.metrics[NON_FINITE_METRIC])
-        run.set_tags({"failure": f"non-finite loss at step {bad_step}"})
-        run.finish("FAILED")
-        raise NonFiniteLossError(
-            f"pretraining run {config.run_name!r} stopped: the loss or gradient became non-finite at step "
-            f"{bad_step}; the last good checkpoint is {result.checkpoint.path}. Lower --lr, raise --warmup-steps "
-            "or check the shards, then re-run with the same --run-name to resume from that checkpoint."
-        )
     with result.checkpoint.as_directory() as checkpoint_dir:
         steps = int(read_checkpoint_meta(checkpoint_dir)["step"])
         log_encoder_artifact(run, checkpoint_dir)
@@ -160,8 +170,8 @@ def _run_on_ray(config: PretrainConfig) -> PretrainResult:
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get("rankme", [])).items()),
-        encoder_parameters=encoder_parameters,
-        total_parameters=total_parameters,
+        encoder_parameters=model_params["encoder_parameters"],
+        total_parameters=model_params["total_parameters"],
     )
 
 

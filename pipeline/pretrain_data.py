@@ -59,7 +59,7 @@ def load_rankme_crops(config: PretrainConfig, *, crop_frames: int) -> torch.Tens
     rows = dataset.take_all()
     if not rows:
         raise ValueError(f"no crops of {crop_frames} frames in {source} for RankMe")
-    return torch.stack([torch.as_tensor(row["mel"]) for row in rows])
+    return torch.stack([torch.tensor(row["mel"]) for row in rows])  # copies: Ray's arrays are read-only
 
 
 def iterate_micro_batches(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.optim.adam import adam as adam_functional
 
 HIDDEN_UNITS = 1024
 DROPOUT = 0.1
@@ -80,7 +81,8 @@ class StackedProbeMLPs:
             parameter.requires_grad_(True)
         self._adam_m = [torch.zeros_like(p) for p in self.parameters()]
         self._adam_v = [torch.zeros_like(p) for p in self.parameters()]
-        self._adam_steps = 0
+        # Adam's step count, per parameter tensor and config (the fused kernel wants tensors).
+        self._adam_steps = [[torch.tensor(0.0) for _ in configs] for _ in self.parameters()]
 
     def parameters(self) -> list[torch.Tensor]:
         return [*self.weights, *self.biases, *self.bn_scales, *self.bn_shifts]
@@ -97,8 +99,7 @@ class StackedProbeMLPs:
 
     def _batchnorm(self, hidden: torch.Tensor, layer: int, *, training: bool) -> torch.Tensor:
         if training:
-            mean = hidden.mean(dim=1, keepdim=True)
-            var = hidden.var(dim=1, unbiased=False, keepdim=True)
+            var, mean = torch.var_mean(hidden, dim=1, unbiased=False, keepdim=True)
             with torch.no_grad():
                 n = hidden.shape[1]
                 unbiased_var = var * (n / max(n - 1, 1))
@@ -126,15 +127,18 @@ class StackedProbeMLPs:
 
     @torch.no_grad()
     def _adam_update(self, parameters: list[torch.Tensor], gradients: tuple[torch.Tensor, ...]) -> None:
-        self._adam_steps += 1
-        beta1, beta2 = ADAM_BETAS
-        bias_correction1 = 1.0 - beta1**self._adam_steps
-        bias_correction2 = 1.0 - beta2**self._adam_steps
-        for parameter, gradient, m, v in zip(parameters, gradients, self._adam_m, self._adam_v):
-            m.lerp_(gradient, 1.0 - beta1)
-            v.mul_(beta2).addcmul_(gradient, gradient, value=1.0 - beta2)
-            denominator = (v / bias_correction2).sqrt_().add_(ADAM_EPS)
-            parameter.sub_(self.learning_rates * (m / bias_correction1) / denominator)
+        # torch's fused Adam kernel (one pass over p, grad, m, v) on per-config views, one call per
+        # learning rate: the same update as torch.optim.Adam, 3-4x cheaper than composing it from ops.
+        for learning_rate in sorted(set(self.learning_rates.flatten().tolist())):
+            configs = [c for c, lr in enumerate(self.learning_rates.flatten().tolist()) if lr == learning_rate]
+            views = [(p[c], g[c], m[c], v[c], steps[c]) for p, g, m, v, steps in zip(
+                parameters, gradients, self._adam_m, self._adam_v, self._adam_steps) for c in configs]
+            params, grads, exp_avgs, exp_avg_sqs, state_steps = (list(column) for column in zip(*views))
+            adam_functional(
+                params, grads, exp_avgs, exp_avg_sqs, [], state_steps, fused=True,
+                amsgrad=False, has_complex=False, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1],
+                lr=learning_rate, weight_decay=0.0, eps=ADAM_EPS, maximize=False,
+            )
 
     @torch.no_grad()
     def predict(self, features: torch.Tensor, *, batch_size: int = 4096) -> torch.Tensor:
@@ -158,4 +162,5 @@ class StackedProbeMLPs:
         self.learning_rates = self.learning_rates[index]
         self._adam_m = select(self._adam_m, False)
         self._adam_v = select(self._adam_v, False)
+        self._adam_steps = [[steps[i] for i in config_indices] for steps in self._adam_steps]
         self.configs = [self.configs[i] for i in config_indices]

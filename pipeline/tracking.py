@@ -149,6 +149,13 @@ class TrackedRun:
     def set_tags(self, tags: dict[str, Any]) -> None:
         self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
 
+    def tags(self) -> dict[str, str]:
+        return dict(self._client.get_run(self.run_id).data.tags)
+
+    def delete_tag(self, key: str) -> None:
+        if key in self.tags():
+            self._client.delete_tag(self.run_id, key)
+
     def log_artifact(self, local_path: str | Path, *, artifact_path: str | None = None) -> None:
         self._client.log_artifact(self.run_id, str(local_path), artifact_path=artifact_path)
 

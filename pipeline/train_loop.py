@@ -9,7 +9,7 @@ Conventions:
 - Every rank calls `ray.train.report` at the same steps (it is a barrier); only rank 0 attaches a
   checkpoint, computes RankMe and writes to MLflow.
 - A non-finite loss or gradient norm on any rank stops every rank at the same step without an
-  update; the driver turns the reported step into a `NonFiniteLossError`. Reporting it instead of
+  update; the driver turns the recorded step into a `NonFiniteLossError`. Returning instead of
   raising keeps Ray Train's failure handling from retrying a run that would diverge again.
 """
 
@@ -45,7 +45,9 @@ from pipeline.rankme import rankme
 from pipeline.tracking import attach_run
 
 RANKME_BATCH_CLIPS = 64
-NON_FINITE_METRIC = "non_finite_loss_step"
+# Ray Train's Result only keeps metrics reported with a checkpoint, so rank 0 leaves the step of
+# a non-finite loss as a tag on the MLflow run, which the driver reads after `fit`.
+NON_FINITE_TAG = "audioscale.non_finite_loss_step"
 
 
 def train_loop(config_dict: dict[str, Any]) -> None:
@@ -79,7 +81,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
     tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if rank == 0 else None
     rankme_crops = None
     if rank == 0:
-        tracker.log_params({**describe_model(model), "frozen_unused_parameters": sorted(frozen_names)})
+        tracker.log_params({"frozen_unused_parameters": sorted(frozen_names)})
         tracker.log_metrics({"resumed_from_step": start_step}, step=start_step)
         if config.rankme_every_steps:
             rankme_crops = load_rankme_crops(config, crop_frames=model.spec.crop_frames)
@@ -107,7 +109,8 @@ def train_loop(config_dict: dict[str, Any]) -> None:
         mean_loss, non_finite = reduce_step_outcome(loss, grad_norm, world_size=world_size, device=device)
         if non_finite:
             # Stop everywhere without applying the update; the last checkpoint stays the good one.
-            ray.train.report({NON_FINITE_METRIC: step, "loss": mean_loss, "step": step - 1})
+            if tracker is not None:
+                tracker.set_tags({NON_FINITE_TAG: step})
             return
         optimizer.step()
         scheduler.step()
@@ -130,6 +133,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
             report_with_checkpoint(metrics, model, optimizer, scheduler, config=config, step=step, rank=rank)
         else:
             ray.train.report(metrics)
+    debug_hooks.maybe_record_weights(model, rank=rank)
 
 
 def freeze_parameters_without_gradients(model: nn.Module, *, device: torch.device) -> list[str]:
@@ -180,18 +184,6 @@ def restore_training_state(
         torch.manual_seed(seed)
         np.random.seed(seed % 2**32)
     return start_step
-
-
-def describe_model(model: nn.Module) -> dict[str, Any]:
-    """The MLflow parameters that need the built model."""
-    return {
-        "total_parameters": models.count_parameters(model),
-        "encoder_parameters": models.count_parameters(model.encoder),
-        "training_flops_per_sample": model.training_flops_per_sample(),
-        "crop_frames": model.spec.crop_frames,
-        "effective_mask_ratio": model.spec.mask_ratio,
-        "lr_scale": float(getattr(model, "lr_scale", 1.0)),
-    }
 
 
 def forward_backward(
@@ -287,32 +279,36 @@ def report_with_checkpoint(
 
 
 class ThroughputWindow:
-    """Loss, samples/s and step time averaged since the last summary."""
+    """Metrics of the steps since the last summary.
+
+    samples_per_s counts wall time (data waits, reports, checkpoints and RankMe included);
+    step_time_s is the mean time of one step alone (data wait, forward, backward, update).
+    """
 
     def __init__(self) -> None:
-        self._started = 0.0
+        self._step_started = 0.0
         self._reset()
 
     def _reset(self) -> None:
+        self._window_started = time.perf_counter()
         self._losses: list[float] = []
         self._samples = 0
         self._busy_s = 0.0
 
     def start_step(self) -> None:
-        self._started = time.perf_counter()
+        self._step_started = time.perf_counter()
 
     def end_step(self, loss: float, *, samples: int) -> None:
-        self._busy_s += time.perf_counter() - self._started
+        self._busy_s += time.perf_counter() - self._step_started
         self._losses.append(loss)
         self._samples += samples
 
     def summary(self) -> dict[str, float]:
-        steps = max(1, len(self._losses))
-        busy_s = max(self._busy_s, 1e-9)
+        wall_s = max(time.perf_counter() - self._window_started, 1e-9)
         result = {
             "loss": float(np.mean(self._losses)) if self._losses else math.nan,
-            "samples_per_s": self._samples / busy_s,
-            "step_time_s": busy_s / steps,
+            "samples_per_s": self._samples / wall_s,
+            "step_time_s": self._busy_s / max(1, len(self._losses)),
         }
         self._reset()
         return result

@@ -17,7 +17,7 @@ from pipeline.task_data import TaskFormatError
 from pipeline.tracking import read_run, start_or_resume_run, list_artifacts
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
 
-QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--rankme-n", "40"]
+QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--patience", "2", "--rankme-n", "40"]
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,7 @@ def test_cli_logs_to_mlflow_and_writes_tables(tmp_path, tasks_dir, tracking_uri,
     saved = json.loads((output / "evaluation.json").read_text())
     run = read_run(tracking_uri, saved["run_id"])
     assert run["params"]["rankme_n"] == "40" and run["params"]["rankme_k"] == "240"
+    assert (run["params"]["probe_max_epochs"], run["params"]["probe_grid_points"]) == ("9", "2")
     assert run["metrics"]["q"] == [(12, pytest.approx(saved["q"]))]
     assert run["metrics"]["rankme"] == [(12, pytest.approx(saved["rankme"]))]
     assert run["metrics"]["tones/score"][0][1] == pytest.approx(saved["task_scores"]["tones"]["mean"])

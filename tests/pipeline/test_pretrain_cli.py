@@ -1,0 +1,64 @@
+"""The pretraining command line and configuration checks (no Ray started)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.pretrain_cli import build_parser, config_from_args, parse_override
+from pipeline.pretrain_config import PretrainConfig
+
+
+def test_help_lists_every_issue_option_with_defaults():
+    out = subprocess.run([sys.executable, "-m", "pipeline.pretrain", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for option in ("--model", "--shards", "--steps", "--batch-size", "--num-workers", "--use-gpu", "--lr",
+                   "--mask-ratio", "--run-name", "--storage-path", "--tracking-uri", "--experiment", "--address"):
+        assert option in out, option
+    assert "(default: audiomae++-debug)" in out and "(default: 300)" in out
+
+
+def test_arguments_map_onto_the_config():
+    args = build_parser().parse_args(
+        ["--model", "mae-debug", "--steps", "50", "--batch-size", "64", "--num-workers", "2", "--micro-batch-size", "8",
+         "--lr", "3e-4", "--mask-ratio", "0.6", "--override", "decoder=cross", "--override", "prediction_ratio=0.3",
+         "--spread", "--run-name", "r", "--experiment", "e"]
+    )
+    config = config_from_args(args)
+    assert config.model_name == "mae-debug" and config.steps == 50 and config.global_batch_size == 64
+    assert config.model_build_overrides() == {"decoder": "cross", "prediction_ratio": 0.3, "mask_ratio": 0.6}
+    assert config.accumulation_steps == 4  # 64 = 8 crops x 2 workers x 4
+    assert config.placement_strategy == "SPREAD" and config.base_lr == 3e-4
+    assert (config.run_name, config.experiment_name) == ("r", "e")
+
+
+def test_override_values_parse_as_json_else_text():
+    assert parse_override("depth=4") == ("depth", 4)
+    assert parse_override("decoder=cross") == ("decoder", "cross")
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        parse_override("depth")
+
+
+def test_batch_that_does_not_split_is_a_clear_error():
+    with pytest.raises(ValueError, match="global_batch_size 30 is not a multiple"):
+        PretrainConfig(global_batch_size=30, num_workers=4)
+
+
+def test_zero_workers_is_refused():
+    with pytest.raises(ValueError, match="num_workers must be at least 1"):
+        PretrainConfig(num_workers=0)
+
+
+def test_resolved_config_fills_machine_defaults(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = PretrainConfig(model_name="mae-debug", steps=200, global_batch_size=32, num_workers=2).resolved(cluster_cpus=9)
+    assert config.shards_dir == str(tmp_path / "shards")
+    assert config.storage_path == str(tmp_path / "ray_results")
+    assert config.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert config.run_name.startswith("mae-debug-")
+    assert config.warmup_steps == 20 and config.micro_batch_size == 16
+    assert config.cpus_per_worker == 4.0  # (9 - 1) CPUs shared by 2 workers
+    assert PretrainConfig(**config.to_dict()) == config  # what a Ray worker rebuilds
