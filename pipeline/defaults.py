@@ -23,21 +23,22 @@ class DefaultData:
     shards_dir: Path
 
 
-def shards_dir_for(*, preset_name: str, max_hours: float | None, root: Path | None = None) -> Path:
+def shards_dir_for(*, preset_name: str, max_hours: float | None, root: str | Path | None = None) -> Path:
     """One shard directory per (preset, hour budget): nested subsets of the same corpus."""
-    suffix = "all" if max_hours is None else f"{max_hours:g}h"
-    return (root or default_shards_dir()) / f"{preset_name}-{suffix}"
+    name = preset_name if max_hours is None else f"{preset_name}-h{max_hours:g}"
+    return Path(root or default_shards_dir()) / name
 
 
 def ensure_shards(
-    *, corpus_dir: Path, preset_name: str = "audiomae", max_hours: float | None = None,
-    seed: int = 0, ray_address: str | None = None, root: Path | None = None,
+    *, corpus_dir: str | Path, preset_name: str = "audiomae", max_hours: float | None = None,
+    seed: int = 0, ray_address: str | None = None, root: str | Path | None = None,
+    show_progress: bool = True,
 ) -> Path:
     """Mel shards of `corpus_dir` for one preset and hour budget; prep reuses finished output."""
     output_dir = shards_dir_for(preset_name=preset_name, max_hours=max_hours, root=root)
     result = run_prep(PrepConfig(
-        input_path=corpus_dir, output_dir=output_dir, preset_name=preset_name, max_hours=max_hours,
-        seed=seed, ray_address=ray_address,
+        input_path=Path(corpus_dir), output_dir=output_dir, preset_name=preset_name, max_hours=max_hours,
+        seed=seed, ray_address=ray_address, show_progress=show_progress,
     ))
     if result.exit_code != 0:
         raise RuntimeError(f"prep produced no rows from {corpus_dir}; see {output_dir / 'rejected.jsonl'}")

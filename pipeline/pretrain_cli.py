@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import models
 from pipeline import paths
+from pipeline.defaults import ensure_default_data
 from pipeline.pretrain import NonFiniteLossError, PretrainConfig, PretrainResult, run_pretraining
 from pipeline.pretrain_data import ShardMismatchError
-from pipeline.shards import MANIFEST_NAME
 
 DEFAULT_RUN = PretrainConfig(
     model_name="audiomae++-debug",
@@ -43,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--override", action="append", default=[], metavar="KEY=VALUE",
         help="model config field, value parsed as JSON when it can be (repeatable), e.g. decoder=\"cross\"")
     add("--mask-ratio", type=float, default=d.mask_ratio, help="fraction of patches removed (default: the model's)")
-    add("--shards", default=d.shards_dir, help=f"shard directory from pipeline.prep (default: {paths.default_shards_dir()})")
+    add("--shards", default=d.shards_dir, help=f"shard directory or URI from pipeline.prep (default: {paths.default_shards_dir()}/<model's front-end preset>)")
     add("--rankme-shards", default=d.rankme_shards_dir, help="held-out shards for RankMe (default: a training sample)")
     add("--steps", type=int, default=d.steps, help="optimizer steps in total (a resumed run continues up to this)")
     add("--batch-size", type=int, default=d.global_batch_size, help="global batch size (crops per optimizer step)")
@@ -121,23 +119,6 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     )
 
 
-def ensure_default_shards(preset_name: str) -> Path:
-    """The default shards, made from the default corpus when missing (each step skipped if done)."""
-    shards_dir = paths.default_shards_dir()
-    if (shards_dir / MANIFEST_NAME).is_file():
-        return shards_dir
-    corpus_dir = paths.default_corpus_dir()
-    steps = [
-        [sys.executable, "-m", "pipeline.corpus", "pretrain", "--output", str(corpus_dir)],
-        [sys.executable, "-m", "pipeline.prep", "--input", str(corpus_dir), "--output", str(shards_dir),
-         "--preset", preset_name, "--no-progress"],
-    ]
-    for command in steps:
-        print("[pretrain] running:", " ".join(command[1:]), flush=True)
-        subprocess.run(command, check=True)
-    return shards_dir
-
-
 def format_result(result: PretrainResult) -> str:
     rankme = ", ".join(f"{step}: {value:.1f}" for step, value in result.rankme_history)
     return "\n".join(
@@ -158,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(build_parser().parse_args(argv))
     else:
         preset = models.build_model(DEFAULT_RUN.model_name).spec.frontend_preset
-        config = PretrainConfig(**{**DEFAULT_RUN.to_dict(), "shards_dir": str(ensure_default_shards(preset))})
+        defaults = ensure_default_data(preset_name=preset, with_tasks=False)
+        config = PretrainConfig(**{**DEFAULT_RUN.to_dict(), "shards_dir": str(defaults.shards_dir)})
     try:
         result = run_pretraining(config)
     except (NonFiniteLossError, ShardMismatchError, FileNotFoundError, ValueError) as error:

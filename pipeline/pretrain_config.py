@@ -22,7 +22,7 @@ class PretrainConfig:
     model_name: str = "audiomae++-debug"
     model_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     mask_ratio: float | None = None  # None: the model's own (0.8 AudioMAE++, 0.75 MAE)
-    shards_dir: str | None = None  # None: pipeline.paths.default_shards_dir()
+    shards_dir: str | None = None  # None: the default corpus's shards for the model's front end
     # Held-out shards for RankMe over training; None: a fixed sample of training crops.
     rankme_shards_dir: str | None = None
 
@@ -118,6 +118,17 @@ class PretrainConfig:
             overrides["mask_ratio"] = self.mask_ratio
         return overrides
 
+    def default_shards_dir(self) -> Path:
+        """Where `pipeline.defaults` puts the default corpus's shards for this model's front end."""
+        import torch
+
+        import models
+        from pipeline.defaults import shards_dir_for
+
+        with torch.device("meta"):  # only the spec is needed: allocate no weights
+            preset = models.build_model(self.model_name, **self.model_build_overrides()).spec.frontend_preset
+        return shards_dir_for(preset_name=preset, max_hours=None)
+
     def resolved(self, *, cluster_cpus: float | None = None) -> PretrainConfig:
         """Fill the defaults that depend on the clock, the filesystem or the cluster size."""
         from pipeline.tracking import resolve_tracking_uri
@@ -130,7 +141,7 @@ class PretrainConfig:
             cpus = float(max(1, math.floor(spare / self.num_workers)))
         return dataclasses.replace(
             self,
-            shards_dir=str(self.shards_dir or paths.default_shards_dir()),
+            shards_dir=str(self.shards_dir or self.default_shards_dir()),
             run_name=self.run_name or f"{self.model_name}-{stamp}",
             storage_path=_absolute_storage_path(self.storage_path),
             tracking_uri=resolve_tracking_uri(self.tracking_uri),

@@ -13,7 +13,7 @@ import torch
 
 import models
 from pipeline.evaluate import evaluate_checkpoint
-from pipeline.prep import PrepConfig, run_prep
+from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.pretrain import PretrainConfig, run_pretraining
 from pipeline.shards import read_manifest
 from pipeline.tracking import TrackedRun
@@ -29,7 +29,7 @@ def _meta_model(spec: TrialSpec) -> torch.nn.Module:
 
 
 def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
-    return Path(shards_root) / (preset if max_hours is None else f"{preset}-h{max_hours:g}")
+    return shards_dir_for(preset_name=preset, max_hours=max_hours, root=shards_root)
 
 
 def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path]:
@@ -40,24 +40,11 @@ def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_roo
             f"`python -m pipeline.corpus pretrain --output {corpus_dir}` or pass --corpus"
         )
     needed = sorted({(_meta_model(t).spec.frontend_preset, t.max_hours) for t in trials}, key=str)
-    built = []
-    for preset, max_hours in needed:
-        output_dir = study_shards_dir(shards_root, preset, max_hours)
-        result = run_prep(
-            PrepConfig(
-                input_path=Path(corpus_dir),
-                output_dir=output_dir,
-                preset_name=preset,
-                max_hours=max_hours,
-                show_progress=False,
-            )
-        )
-        if result.exit_code != 0:
-            raise RuntimeError(
-                f"prep produced no rows for {output_dir} from {corpus_dir}; see its rejected.jsonl"
-            )
-        built.append(output_dir)
-    return built
+    return [
+        ensure_shards(corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root,
+                      show_progress=False)
+        for preset, max_hours in needed
+    ]
 
 
 def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: TrackedRun) -> TrialResult:

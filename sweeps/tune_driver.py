@@ -143,7 +143,7 @@ def run_study(
         tracking_uri=uri,
         storage_path=str(storage_path or paths.default_ray_storage_dir()),
         corpus_dir=str(corpus_dir or paths.default_corpus_dir()),
-        shards_root=str(shards_root or paths.audioscale_home() / "study_shards"),
+        shards_root=str(shards_root or paths.default_shards_dir()),
         tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=gpus_per_trial,
     )
