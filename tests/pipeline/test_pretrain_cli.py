@@ -55,7 +55,8 @@ def test_resolved_config_fills_machine_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = PretrainConfig(model_name="mae-debug", steps=200, global_batch_size=32, num_workers=2).resolved(cluster_cpus=9)
-    assert config.shards_dir == str(tmp_path / "shards")
+    # mae-debug uses the dasheng front end; default shards live per preset (pipeline.defaults).
+    assert config.shards_dir == str(tmp_path / "shards" / "dasheng")
     assert config.storage_path == str(tmp_path / "ray_results")
     assert config.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert config.run_name.startswith("mae-debug-")
