@@ -19,7 +19,7 @@ from sweeps.study_tracking import TrialResult
 # Grid order mask0.50 ... mask0.90; high, low, high, low, high so that the online rule sees the range early.
 RANKME_LEVEL = {"mask0.50": 60.0, "mask0.60": 20.0, "mask0.70": 50.0, "mask0.80": 10.0, "mask0.90": 40.0}
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
-SECONDS_PER_REPORT = 0.3  # long enough for a stop to land before the next report
+SECONDS_PER_REPORT = 0.15  # long enough for a stop to land before the next report
 
 
 def rankme_curve(level: float, step: int, train_steps: int) -> float:
@@ -58,5 +58,5 @@ def curve_trainable(config) -> None:
     """A bare Tune trainable: reports the curve of config["level"], then a final Q without a step."""
     for step, value in scheduler_test_curve(config["level"], config["trial"]["train_steps"]).items():
         tune.report({"step": step, "rankme": value})
-        time.sleep(0.2)  # a stop lands before the next report
+        time.sleep(0.1)  # a stop lands before the next report
     tune.report({"q": config["level"] / 100})  # no step, no rankme: passes through the scheduler
