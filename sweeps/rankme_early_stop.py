@@ -87,11 +87,11 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
         rankme_every_steps: Callable[[int], int] = rankme_every_steps_for,
     ) -> None:
         if not 0.0 < keep_fraction <= 1.0:
-            raise ValueError(f"keep_fraction must be in (0, 1], got {keep_fraction}")
+            raise ValueError(f"keep_fraction (--keep-fraction) must be in (0, 1], got {keep_fraction}")
         if not 0.0 < check_fraction < 1.0:
             raise ValueError(f"check_fraction must be in (0, 1), got {check_fraction}")
         if min_samples < 1:
-            raise ValueError(f"min_samples must be at least 1, got {min_samples}")
+            raise ValueError(f"min_samples (--min-samples) must be at least 1, got {min_samples}")
         super().__init__()
         self.keep_fraction = keep_fraction
         self.check_fraction = check_fraction

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
 from ray import tune
 
 from sweeps.early_prediction import simulate_rankme_early_stop
+from sweeps.scaling import main
 from sweeps.rankme_early_stop import (
     RankMeEarlyStopScheduler,
     check_step_for,
@@ -99,7 +99,7 @@ def test_summary_flags_a_best_the_offline_rule_would_have_kept_but_the_live_run_
     assert summary.best_simulated == "y" and summary.best_changed
 
 
-def test_scheduler_rejects_a_keep_fraction_outside_zero_one():
-    with pytest.raises(ValueError, match="keep_fraction"):
-        RankMeEarlyStopScheduler(keep_fraction=1.5)
-    assert math.isfinite(RankMeEarlyStopScheduler().keep_fraction)
+def test_cli_keep_fraction_outside_zero_one_exits_2_naming_the_flag(capsys, tracking_uri):
+    argv = ["--grid", "mask_ratio", "--rankme-early-stop", "--keep-fraction", "1.5", "--tracking-uri", tracking_uri]
+    assert main(argv) == 2
+    assert "--keep-fraction" in capsys.readouterr().err
