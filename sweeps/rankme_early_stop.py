@@ -9,7 +9,8 @@ quantile of one or two values says nothing. Online and offline agree when the tr
 step first span the range of RankMe (e.g. a high-RankMe trial first); a low-RankMe trial among the
 first `min_samples - 1` is kept online but stopped offline.
 
-Results without `step` and `rankme` (e.g. the trial's final Q report) pass through untouched.
+Results without `step` and `rankme` (e.g. the trial's final Q report) pass through untouched, and
+so do reports between RankMe steps (the train loop repeats its latest RankMe in each report).
 """
 
 from __future__ import annotations
@@ -111,13 +112,15 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
             return TrialScheduler.CONTINUE
         name = self._trial_name(trial.config)
         step, rankme = int(result["step"]), float(result["rankme"])
+        planned = self._planned_steps(trial.config)
+        every = self._rankme_every_steps(planned)
+        if step % every != 0 and step != planned:
+            # Training repeats its latest RankMe in every report; only RankMe steps measured it.
+            return TrialScheduler.CONTINUE
         self.rankme_histories[name][step] = rankme
         if name in self.checks:
             return TrialScheduler.CONTINUE
-        planned = self._planned_steps(trial.config)
-        check_step = check_step_for(
-            planned, rankme_every_steps=self._rankme_every_steps(planned), check_fraction=self.check_fraction
-        )
+        check_step = check_step_for(planned, rankme_every_steps=every, check_fraction=self.check_fraction)
         if step < check_step or check_step >= planned:
             return TrialScheduler.CONTINUE
         seen = self._seen_by_step[check_step]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ray import tune
+from ray.tune.experiment import Trial
 
 from sweeps.early_prediction import simulate_rankme_early_stop
 from sweeps.scaling import main
@@ -103,3 +104,13 @@ def test_cli_keep_fraction_outside_zero_one_exits_2_naming_the_flag(capsys, trac
     argv = ["--grid", "mask_ratio", "--rankme-early-stop", "--keep-fraction", "1.5", "--tracking-uri", tracking_uri]
     assert main(argv) == 2
     assert "--keep-fraction" in capsys.readouterr().err
+
+
+def test_reports_between_rankme_steps_do_not_count_as_rankme_points():
+    # Pretraining repeats its latest RankMe in every report; only RankMe steps (every 10 of 40) count.
+    scheduler = RankMeEarlyStopScheduler(min_samples=1)
+    trial = Trial("curve_trainable", config={"trial": {"name": "a", "train_steps": 40}}, stub=True)
+    for step in (0, 5, 10, 15, 20):
+        scheduler.on_trial_result(None, trial, {"step": step, "rankme": float(step)})
+    assert scheduler.rankme_histories["a"] == {0: 0.0, 10: 10.0, 20: 20.0}
+    assert scheduler.checks["a"].check_step == 10
