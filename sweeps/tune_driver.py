@@ -191,7 +191,8 @@ def run_study(
                 ray.shutdown()
     table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
     early_stop = None
-    if rankme_early_stop or table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any():
+    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
+    if not table.empty and (rankme_early_stop or stopped_before):
         early_stop = summarize_study_table(
             table, {t.name: t.train_steps for t in trials}, keep_fraction=early_stop_keep_fraction
         )
