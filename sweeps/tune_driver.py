@@ -238,6 +238,8 @@ def _fan_out(
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
             scheduler=scheduler,
+            # A stopped trial's actor must die: it owns the trial's Train run, which dies with it.
+            reuse_actors=False,
             trial_name_creator=lambda trial: trial.config["trial"]["name"],
             trial_dirname_creator=lambda trial: trial.config["trial"]["name"],
         ),

@@ -31,7 +31,7 @@ def _run_tune(tmp_path, scheduler):
             "trial": tune.grid_search([{"name": name, "train_steps": TRAIN_STEPS} for name in LEVELS]),
             "level": tune.sample_from(lambda spec: LEVELS[spec.config["trial"]["name"]]),
         },
-        tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=1),
+        tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=1, reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
     )
     return tuner.fit()
