@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +86,19 @@ def describe_model(config: PretrainConfig) -> tuple[Any, dict[str, Any]]:
     }
 
 
-def run_pretraining(config: PretrainConfig) -> PretrainResult:
-    """Pretrain one model on Ray Train; raises NonFiniteLossError or ray.train.TrainingFailedError."""
+def run_pretraining(config: PretrainConfig, *, run_callbacks: Sequence[Any] = ()) -> PretrainResult:
+    """Pretrain one model on Ray Train; raises NonFiniteLossError or ray.train.TrainingFailedError.
+
+    `run_callbacks` go into the trainer's RunConfig (e.g. Tune's TuneReportCallback in a study trial)."""
     started_ray = connect_ray(config.ray_address)
     try:
-        return _run_on_ray(config)
+        return _run_on_ray(config, run_callbacks)
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def _run_on_ray(config: PretrainConfig) -> PretrainResult:
+def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> PretrainResult:
     config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"))
     spec, model_params = describe_model(config)
     manifest = read_manifest(config.shards_dir)
@@ -134,6 +137,7 @@ def _run_on_ray(config: PretrainConfig) -> PretrainResult:
             storage_path=config.storage_path,
             failure_config=FailureConfig(max_failures=config.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=config.num_checkpoints_to_keep),
+            callbacks=list(run_callbacks),
             worker_runtime_env={
                 "env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}
             },

@@ -4,6 +4,7 @@
     python -m sweeps.scaling --grid size,data_volume --profile paper --gpus-per-trial 1 \\
         --max-concurrent 8 --address auto
     python -m sweeps.scaling --grid mask_ratio --resume     (continue an interrupted study)
+    python -m sweeps.scaling --grid mask_ratio --rankme-early-stop   (stop low-RankMe trials early)
 
 Each trial pretrains and evaluates one grid point; the study is one MLflow parent run with a
 child run per trial, and ends with the fitted laws, figures and a report logged to the parent.
@@ -20,6 +21,7 @@ from pipeline.corpus_sources.debian import MissingPackagesError
 from pipeline.corpus_sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
 from pipeline.tasks.build import TasksConfig, build_tasks
 from sweeps.grids import GRIDS, PROFILES
+from sweeps.rankme_early_stop import DEFAULT_KEEP_FRACTION, DEFAULT_MIN_SAMPLES
 from sweeps.tune_driver import run_study
 
 
@@ -50,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
     parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
+    parser.add_argument(
+        "--rankme-early-stop",
+        action="store_true",
+        help="stop a trial whose RankMe at ~25%% of its steps is not in the top --keep-fraction so far "
+        "(the first --min-samples - 1 trials to get there always continue)",
+    )
+    parser.add_argument("--keep-fraction", type=float, default=DEFAULT_KEEP_FRACTION)
+    parser.add_argument("--min-samples", type=int, default=DEFAULT_MIN_SAMPLES)
     return parser
 
 
@@ -79,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             max_concurrent=args.max_concurrent,
             address=args.address,
             n_bootstrap=args.n_bootstrap,
+            rankme_early_stop=args.rankme_early_stop,
+            early_stop_keep_fraction=args.keep_fraction,
+            early_stop_min_samples=args.min_samples,
         )
     except (ValueError, MissingPackagesError, OutputDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -88,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         f"trials run: {len(outcome.trials_run)}, skipped (finished earlier): {len(outcome.trials_skipped)}, "
         f"failed: {outcome.trials_failed or 'none'}"
     )
+    if outcome.early_stop is not None:
+        summary = outcome.early_stop
+        print(
+            f"RankMe early stopping: {len(summary.stopped_at_step)} trial(s) stopped, "
+            f"{100 * summary.steps_saved_fraction:.0f}% of planned steps saved; best configuration "
+            f"changed: {'yes' if summary.best_changed else 'no'} (best finished: {summary.best_finished})"
+        )
     uri = tracking.resolve_tracking_uri(args.tracking_uri)
     print(f"open the study in MLflow: mlflow ui --backend-store-uri {uri}  (study run: {outcome.study_name})")
     return 1 if outcome.trials_failed else 0

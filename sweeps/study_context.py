@@ -22,6 +22,8 @@ class StudyContext:
     cpus_per_worker: float = 0.5
     global_batch_size: int = 32
     eval_seeds: int = 3
+    # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
+    rankme_early_stop: bool = False
 
 
 def child_run_name(study_name: str, trial_name: str) -> str:

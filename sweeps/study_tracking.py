@@ -4,12 +4,15 @@ Child-run convention (what `log_trial_result` writes and `trial_table_from_runs`
 - params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
 - metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
   of the final checkpoint at the evaluation's fixed N), `q` (final quality), `score/<task>`
-- tag `audioscale.trial_status`: "ok" or "failed" (with `audioscale.trial_error`)
+- tag `audioscale.trial_status`: "ok", "failed" (with `audioscale.trial_error`) or "stopped_early"
+  (the RankMe early-stop scheduler stopped it at `audioscale.stopped_at_step`; no Q, not refitted,
+  not re-run on resume; its `rankme` history up to the stop is kept)
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +26,10 @@ from sweeps.study_fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
 STUDY_EXPERIMENT = "audioscale-studies"
 STATUS_TAG = "audioscale.trial_status"
 ERROR_TAG = "audioscale.trial_error"
+STOPPED_AT_STEP_TAG = "audioscale.stopped_at_step"
+STATUS_OK = "ok"
+STATUS_STOPPED_EARLY = "stopped_early"
+DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
 NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio")
 TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
 
@@ -57,12 +64,30 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
     final_step = max(result.rankme_by_step, default=0)
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
     run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores}, step=final_step)
-    run.set_tags({STATUS_TAG: "ok"})
+    run.set_tags({STATUS_TAG: STATUS_OK})
 
 
 def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
     run.set_tags({STATUS_TAG: "failed", ERROR_TAG: error[:5000]})
     run.finish("FAILED")
+
+
+def mark_trial_stopped_early(
+    run: tracking.TrackedRun,
+    *,
+    identity: dict[str, Any],
+    stopped_at_step: int,
+    rankme_by_step: dict[int, float],
+) -> None:
+    """Record a trial the early-stop scheduler stopped: its identity params, the RankMe it reached
+    (steps pretraining did not already log) and the stop step; finished, not failed."""
+    run.log_params(identity)
+    logged = {int(step) for step, _ in tracking.read_run(run.tracking_uri, run.run_id)["metrics"].get("rankme", [])}
+    for step, value in sorted(rankme_by_step.items()):
+        if step not in logged and step <= stopped_at_step:
+            run.log_metrics({"rankme": value}, step=step)
+    run.set_tags({STATUS_TAG: STATUS_STOPPED_EARLY, STOPPED_AT_STEP_TAG: stopped_at_step})
+    run.finish("FINISHED")
 
 
 def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
@@ -79,6 +104,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
             if key.startswith(TASK_SCORE_PREFIX):
                 row[key] = history[-1][1]
         row["status"] = tags.get(STATUS_TAG, "failed" if run["status"] == "FAILED" else "unfinished")
+        row["stopped_at_step"] = float(tags.get(STOPPED_AT_STEP_TAG, np.nan))
         row["run_id"] = run["run_id"]
         rows.append(row)
     return pd.DataFrame(rows)
@@ -90,7 +116,12 @@ def metric_key(law_name: str) -> str:
 
 
 def log_study_analysis(
-    run: tracking.TrackedRun, study_name: str, table: pd.DataFrame, *, n_bootstrap: int = 200
+    run: tracking.TrackedRun,
+    study_name: str,
+    table: pd.DataFrame,
+    *,
+    n_bootstrap: int = 200,
+    extra_sections: Sequence[str] = (),
 ) -> tuple[StudyFits, str]:
     """Fit the laws, then log parameters with intervals, the fit table, figures and the report."""
     study = fit_study_laws(table, n_bootstrap=n_bootstrap)
@@ -112,7 +143,7 @@ def log_study_analysis(
     figures = study_figures(table, study)
     for file_name, figure in figures.items():
         tracking.log_figure(run, figure, f"laws/{file_name}")
-    markdown = study_markdown(study_name, table, study, list(figures))
+    markdown = "\n\n".join([study_markdown(study_name, table, study, list(figures)), *extra_sections])
     tracking.log_text(run, markdown, "laws/report.md")
     return study, markdown
 

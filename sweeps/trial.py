@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from ray.tune.integration.ray_train import TuneReportCallback
 
 import models
 from pipeline.evaluate import evaluate_checkpoint
@@ -18,6 +19,7 @@ from pipeline.pretrain import PretrainConfig, run_pretraining
 from pipeline.shards import read_manifest
 from pipeline.tracking import TrackedRun
 from sweeps.grids import TrialSpec
+from sweeps.rankme_early_stop import rankme_every_steps_for
 from sweeps.study_context import StudyContext, child_run_name
 from sweeps.study_tracking import STUDY_EXPERIMENT, TrialResult
 
@@ -69,9 +71,11 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
             experiment_name=STUDY_EXPERIMENT,
             parent_run_id=context.parent_run_id,
             # Four RankMe points per trial: enough for the early-prediction table.
-            rankme_every_steps=max(1, spec.train_steps // 4),
-            checkpoint_every_steps=max(1, spec.train_steps // 4),
-        )
+            rankme_every_steps=rankme_every_steps_for(spec.train_steps),
+            checkpoint_every_steps=rankme_every_steps_for(spec.train_steps),
+        ),
+        # The early-stop scheduler sees RankMe as training reports it, through the trial's Tune session.
+        run_callbacks=[TuneReportCallback()] if context.rankme_early_stop else (),
     )
     evaluation = evaluate_checkpoint(
         pretrained.checkpoint_dir,

@@ -5,6 +5,8 @@ trial = one child run named `<study>/<trial>`. MLflow is the ledger of what is d
 study skips trials whose child run is marked ok, and re-running a trial reuses its child run
 (found by name), so no child run is ever duplicated. A trial that raises is marked failed in its
 child run; Tune carries on with the rest and the laws are fitted on what finished.
+With `rankme_early_stop`, a `RankMeEarlyStopScheduler` stops trials whose RankMe is low at their
+check step; the driver then marks their child runs "stopped_early" (done: no Q, not re-run).
 
 The trial runner is a "module:function" path taking (TrialSpec, StudyContext, child run) and
 returning a TrialResult; Ray workers import it by name. The real one is sweeps.trial's
@@ -25,14 +27,25 @@ from ray import tune
 
 from pipeline import paths, tracking
 from sweeps.grids import TrialSpec, expand_grids
+from sweeps.rankme_early_stop import (
+    DEFAULT_KEEP_FRACTION,
+    DEFAULT_MIN_SAMPLES,
+    EarlyStopSummary,
+    RankMeEarlyStopScheduler,
+    summarize_study_table,
+)
 from sweeps.study_context import StudyContext, child_run_name
 from sweeps.study_fits import StudyFits
 from sweeps.study_tracking import (
+    DONE_STATUSES,
+    STATUS_OK,
+    STATUS_STOPPED_EARLY,
     STATUS_TAG,
     STUDY_EXPERIMENT,
     log_study_analysis,
     log_trial_result,
     mark_trial_failed,
+    mark_trial_stopped_early,
     trial_table_from_runs,
 )
 from sweeps.trial import prepare_study_shards
@@ -50,6 +63,7 @@ class StudyOutcome:
     table: pd.DataFrame
     fits: StudyFits
     report_markdown: str
+    early_stop: EarlyStopSummary | None = None  # when the scheduler ran, or earlier attempts stopped trials
 
 
 def _load_runner(path: str):
@@ -79,7 +93,7 @@ def study_trainable(config: dict[str, Any]) -> None:
 
 def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
     runs = tracking.list_child_runs(tracking_uri, parent_run_id)
-    return {run["params"].get("trial") for run in runs if run["tags"].get(STATUS_TAG) == "ok"}
+    return {run["params"].get("trial") for run in runs if run["tags"].get(STATUS_TAG) in DONE_STATUSES}
 
 
 def _connect_ray(address: str | None) -> bool:
@@ -117,8 +131,16 @@ def run_study(
     runner: str = REAL_TRIAL_RUNNER,
     prepare_shards: bool = True,
     n_bootstrap: int = 200,
+    rankme_early_stop: bool = False,
+    early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    early_stop_min_samples: int = DEFAULT_MIN_SAMPLES,
 ) -> StudyOutcome:
     """Run (or resume) a study over `grid`, then fit and log its laws."""
+    scheduler = (
+        RankMeEarlyStopScheduler(keep_fraction=early_stop_keep_fraction, min_samples=early_stop_min_samples)
+        if rankme_early_stop
+        else None
+    )
     trials = expand_grids(grid, profile=profile)
     study_name = study_name or f"{grid.replace(',', '+')}-{profile}"
     uri = tracking.resolve_tracking_uri(tracking_uri)
@@ -146,6 +168,7 @@ def run_study(
         shards_root=str(shards_root or paths.default_shards_dir()),
         tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=gpus_per_trial,
+        rankme_early_stop=rankme_early_stop,
     )
     failed: list[str] = []
     if remaining:
@@ -158,12 +181,29 @@ def run_study(
                 prepare_study_shards(
                     remaining, corpus_dir=context.corpus_dir, shards_root=context.shards_root
                 )
-            failed = _fan_out(remaining, context, runner, cpus_per_trial, gpus_per_trial, max_concurrent)
+            failed = _fan_out(
+                remaining, context, runner, cpus_per_trial, gpus_per_trial, max_concurrent, scheduler
+            )
+            if scheduler is not None:
+                _record_stopped_trials(scheduler, remaining, context)
         finally:
             if started_ray:
                 ray.shutdown()
     table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
-    fits, markdown = log_study_analysis(parent, study_name, table, n_bootstrap=n_bootstrap)
+    early_stop = None
+    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
+    if not table.empty and (rankme_early_stop or stopped_before):
+        early_stop = summarize_study_table(
+            table, {t.name: t.train_steps for t in trials}, keep_fraction=early_stop_keep_fraction
+        )
+        parent.log_metrics(
+            {"early_stop.steps_saved_fraction": early_stop.steps_saved_fraction,
+             "early_stop.best_changed": float(early_stop.best_changed)}, step=0,
+        )  # fmt: skip
+    fits, markdown = log_study_analysis(
+        parent, study_name, table, n_bootstrap=n_bootstrap,
+        extra_sections=[early_stop.markdown()] if early_stop else (),
+    )  # fmt: skip
     parent.finish()
     return StudyOutcome(
         study_name=study_name,
@@ -174,6 +214,7 @@ def run_study(
         table=table,
         fits=fits,
         report_markdown=markdown,
+        early_stop=early_stop,
     )
 
 
@@ -184,6 +225,7 @@ def _fan_out(
     cpus_per_trial: float,
     gpus_per_trial: float,
     max_concurrent: int | None,
+    scheduler: RankMeEarlyStopScheduler | None = None,
 ) -> list[str]:
     """Run the trials on Tune; return the names of those that failed."""
     tuner = tune.Tuner(
@@ -195,6 +237,9 @@ def _fan_out(
         },
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
+            scheduler=scheduler,
+            # A stopped trial's actor must die: it owns the trial's Train run, which dies with it.
+            reuse_actors=False,
             trial_name_creator=lambda trial: trial.config["trial"]["name"],
             trial_dirname_creator=lambda trial: trial.config["trial"]["name"],
         ),
@@ -207,3 +252,30 @@ def _fan_out(
     )
     results = tuner.fit()
     return sorted(result.config["trial"]["name"] for result in results if result.error is not None)
+
+
+def _record_stopped_trials(
+    scheduler: RankMeEarlyStopScheduler, trials: list[TrialSpec], context: StudyContext
+) -> None:
+    """Mark the child runs of trials the scheduler stopped; one that finished first stays ok."""
+    specs = {t.name: t for t in trials}
+    for name, check in scheduler.stopped_trials().items():
+        run = tracking.start_or_resume_run(
+            tracking_uri=context.tracking_uri,
+            experiment_name=STUDY_EXPERIMENT,
+            run_name=child_run_name(context.study_name, name),
+            parent_run_id=context.parent_run_id,
+        )
+        if tracking.read_run(run.tracking_uri, run.run_id)["tags"].get(STATUS_TAG) == STATUS_OK:
+            run.finish()  # the stop arrived after the trial had logged its result
+            continue
+        spec = specs[name]
+        identity = {"trial": name, "model_name": spec.model_name, "arch": spec.arch, "configuration": name}
+        if "mask_ratio" in spec.model_overrides:
+            identity["mask_ratio"] = spec.model_overrides["mask_ratio"]
+        mark_trial_stopped_early(
+            run,
+            identity=identity,
+            stopped_at_step=check.check_step,
+            rankme_by_step=scheduler.rankme_histories[name],
+        )
