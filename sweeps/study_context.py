@@ -22,6 +22,8 @@ class StudyContext:
     cpus_per_worker: float = 0.5
     global_batch_size: int = 32
     eval_seeds: int = 3
+    # HEAR's probe schedule (paper profile) or QUICK_PROBE_TRAINING (CPU default profile).
+    quick_probe: bool = False
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
 

@@ -14,6 +14,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 
 import models
 from pipeline.evaluate import evaluate_checkpoint
+from pipeline.probe_grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig
 from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.pretrain import PretrainConfig, run_pretraining
 from pipeline.shards import read_manifest
@@ -81,6 +82,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         pretrained.checkpoint_dir,
         tasks_dir=context.tasks_dir,
         seeds=context.eval_seeds,
+        probe_training=QUICK_PROBE_TRAINING if context.quick_probe else ProbeTrainingConfig(),
         device="cuda" if context.gpus_per_trial > 0 else "cpu",
     )
     samples_seen = context.global_batch_size * pretrained.steps

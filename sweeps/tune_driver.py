@@ -169,6 +169,9 @@ def run_study(
         tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=gpus_per_trial,
         rankme_early_stop=rankme_early_stop,
+        # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
+        quick_probe=profile == "cpu_default",
+        eval_seeds=2 if profile == "cpu_default" else 3,
     )
     failed: list[str] = []
     if remaining:
