@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from models.patching import PatchGrid
+
 # Conventions shared by every model in this package (stated once, here):
 # - mel input is (batch, time_frames, mel_bins) float32; internally (batch, 1, time, mel).
 # - patches are ordered time-major: token index = time_patch * n_freq_patches + freq_patch, so the
@@ -33,7 +35,7 @@ class MaskedOutput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelSpec:
+class ModelSpec(PatchGrid):
     """The facts about a built model that the data pipeline and evaluation need."""
 
     name: str
@@ -45,18 +47,6 @@ class ModelSpec:
     frontend_preset: str  # "audiomae" | "dasheng" (pipeline/frontend.py presets)
     embed_dim: int  # feature size of one frame returned by `embed`
     frame_hop_ms: float  # time between consecutive `embed` frames
-
-    @property
-    def n_time_patches(self) -> int:
-        return self.crop_frames // self.patch_frames
-
-    @property
-    def n_freq_patches(self) -> int:
-        return self.n_mels // self.patch_bins
-
-    @property
-    def n_patches(self) -> int:
-        return self.n_time_patches * self.n_freq_patches
 
     @property
     def input_shape(self) -> tuple[int, int]:
