@@ -16,10 +16,9 @@ from models.config import FRONTEND_HOP_MS
 from models.config_overrides import apply_overrides
 from models.cross_decoder import CrossMAEDecoder, count_predicted
 from models.encoder import EncoderOutput
-from models.interface import MaskedOutput, ModelSpec, count_parameters
+from models.interface import MaskedOutput, ModelSpec, PatchedMelModel, count_parameters
 from models.mae_decoder import DecoderOutput
 from models.masking import Masking, count_kept, random_masking
-from models.patching import patchify, unpatchify
 from models.positions import PositionEmbedding
 from models.registry import register_model
 from models.vil import LayerNormWithoutBias, build_vil_stack
@@ -82,7 +81,7 @@ class ReconstructionHead(nn.Module):
         return DecoderOutput(pred=pred, scored=scored)
 
 
-class AxLSTM(nn.Module):
+class AxLSTM(PatchedMelModel):
     def __init__(self, config: AxLSTMConfig) -> None:
         super().__init__()
         self.config = config
@@ -100,27 +99,6 @@ class AxLSTM(nn.Module):
             self.decoder: nn.Module = CrossMAEDecoder(config)  # type: ignore[arg-type]
         else:
             self.decoder = ReconstructionHead(config)
-
-    @property
-    def lr_scale(self) -> float:
-        """CrossMAE scales the learning rate by gamma / p; 1.0 for the MLP head."""
-        if self.config.decoder == "cross":
-            return self.config.effective_prediction_ratio / self.config.mask_ratio
-        return 1.0
-
-    def patchify(self, mel: torch.Tensor) -> torch.Tensor:
-        """mel (batch, time, n_mels) -> patches (batch, n_patches, patch_values)."""
-        if mel.ndim != 3 or mel.shape[-1] != self.spec.n_mels:
-            raise ValueError(
-                f"{self.spec.name} expects mel shaped (batch, time, {self.spec.n_mels}) from the "
-                f"{self.spec.frontend_preset!r} front end, got {tuple(mel.shape)}"
-            )
-        return patchify(mel[:, None], self.spec.patch_frames, self.spec.patch_bins)
-
-    def unpatchify(self, patches: torch.Tensor) -> torch.Tensor:
-        """patches (batch, n_patches, patch_values) -> mel (batch, time, n_mels), to plot pred."""
-        n_time = patches.shape[1] // self.config.n_freq_patches
-        return unpatchify(patches, n_time, self.spec.patch_frames, self.spec.patch_bins)[:, 0]
 
     def forward_encoder(self, patches: torch.Tensor) -> tuple[EncoderOutput, Masking]:
         batch, n_patches, _ = patches.shape

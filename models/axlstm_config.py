@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.config import FRONTEND_HOP_MS
+from models.config import FRONTEND_HOP_MS, CrossDecoderOptions
 from models.mlstm import DEFAULT_CHUNK_SIZE
+from models.patching import PatchGrid
 
 
 @dataclass(frozen=True, kw_only=True)
-class AxLSTMConfig:
+class AxLSTMConfig(PatchGrid, CrossDecoderOptions):
     name: str
     encoder_dim: int
     encoder_depth: int = 12
@@ -82,30 +83,3 @@ class AxLSTMConfig:
         if self.decoder == "cross" and self.loss_on_all_patches:
             raise ValueError(f"{self.name}: loss_on_all_patches needs decoder='head' (CrossMAE "
                              "predicts removed patches only)")
-
-    @property
-    def n_time_patches(self) -> int:
-        return self.crop_frames // self.patch_frames
-
-    @property
-    def n_freq_patches(self) -> int:
-        return self.n_mels // self.patch_bins
-
-    @property
-    def n_patches(self) -> int:
-        return self.n_time_patches * self.n_freq_patches
-
-    @property
-    def patch_values(self) -> int:
-        return self.patch_frames * self.patch_bins
-
-    @property
-    def n_cross_feature_maps(self) -> int:
-        if self.cross_feature_maps is None:
-            return min(6, self.encoder_depth + 1)
-        return self.cross_feature_maps
-
-    @property
-    def effective_prediction_ratio(self) -> float:
-        """gamma for CrossMAE; the mask ratio otherwise."""
-        return self.mask_ratio if self.prediction_ratio is None else self.prediction_ratio

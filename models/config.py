@@ -8,13 +8,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.patching import PatchGrid
+
+
+class CrossDecoderOptions:
+    """Derived CrossMAE settings for a config with `cross_feature_maps`, `encoder_depth`,
+    `prediction_ratio` and `mask_ratio` fields (shared by every family that can use the decoder)."""
+
+    @property
+    def n_cross_feature_maps(self) -> int:
+        """Encoder feature maps mixed into each decoder block (the paper's best: 6)."""
+        if self.cross_feature_maps is None:
+            return min(6, self.encoder_depth + 1)
+        return self.cross_feature_maps
+
+    @property
+    def effective_prediction_ratio(self) -> float:
+        """gamma: the prediction ratio of CrossMAE, the mask ratio for other decoders."""
+        return self.mask_ratio if self.prediction_ratio is None else self.prediction_ratio
+
 # Time between spectrogram frames of each front-end preset (pipeline/frontend.py): both use a
 # 160-sample hop at 16 kHz. Kept here so models/ stays free of pipeline imports.
 FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0}
 
 
 @dataclass(frozen=True, kw_only=True)
-class MaskedAutoencoderConfig:
+class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     name: str
     frontend_preset: str  # "audiomae" | "dasheng"
     n_mels: int
@@ -79,32 +98,3 @@ class MaskedAutoencoderConfig:
                 f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be in "
                 f"[1, encoder_depth + 1 = {self.encoder_depth + 1}]"
             )
-
-    @property
-    def n_time_patches(self) -> int:
-        return self.crop_frames // self.patch_frames
-
-    @property
-    def n_freq_patches(self) -> int:
-        return self.n_mels // self.patch_bins
-
-    @property
-    def n_patches(self) -> int:
-        return self.n_time_patches * self.n_freq_patches
-
-    @property
-    def patch_values(self) -> int:
-        return self.patch_frames * self.patch_bins
-
-    @property
-    def n_cross_feature_maps(self) -> int:
-        if self.cross_feature_maps is None:
-            return min(6, self.encoder_depth + 1)
-        return self.cross_feature_maps
-
-    @property
-    def effective_prediction_ratio(self) -> float:
-        """gamma: the prediction ratio of CrossMAE, the mask ratio for the MAE decoder."""
-        if self.prediction_ratio is None:
-            return self.mask_ratio
-        return self.prediction_ratio

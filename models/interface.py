@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from models.patching import PatchGrid, patchify, unpatchify
+
 # Conventions shared by every model in this package (stated once, here):
 # - mel input is (batch, time_frames, mel_bins) float32; internally (batch, 1, time, mel).
 # - patches are ordered time-major: token index = time_patch * n_freq_patches + freq_patch, so the
@@ -33,7 +35,7 @@ class MaskedOutput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelSpec:
+class ModelSpec(PatchGrid):
     """The facts about a built model that the data pipeline and evaluation need."""
 
     name: str
@@ -47,21 +49,41 @@ class ModelSpec:
     frame_hop_ms: float  # time between consecutive `embed` frames
 
     @property
-    def n_time_patches(self) -> int:
-        return self.crop_frames // self.patch_frames
-
-    @property
-    def n_freq_patches(self) -> int:
-        return self.n_mels // self.patch_bins
-
-    @property
-    def n_patches(self) -> int:
-        return self.n_time_patches * self.n_freq_patches
-
-    @property
     def input_shape(self) -> tuple[int, int]:
         """(time_frames, mel_bins) of one training crop."""
         return (self.crop_frames, self.n_mels)
+
+
+class PatchedMelModel(nn.Module):
+    """Behaviour shared by every family: mel <-> patches and the CrossMAE learning-rate scale.
+
+    Subclasses set `self.config` (with `decoder`, `mask_ratio`, `effective_prediction_ratio`,
+    `n_freq_patches`) and `self.spec` (a ModelSpec) in their constructor.
+    """
+
+    config: object
+    spec: ModelSpec
+
+    @property
+    def lr_scale(self) -> float:
+        """CrossMAE scales the learning rate by gamma / p; 1.0 for every other decoder."""
+        if self.config.decoder == "cross":
+            return self.config.effective_prediction_ratio / self.config.mask_ratio
+        return 1.0
+
+    def patchify(self, mel: torch.Tensor) -> torch.Tensor:
+        """mel (batch, time, n_mels) -> patches (batch, n_patches, patch_values)."""
+        if mel.ndim != 3 or mel.shape[-1] != self.spec.n_mels:
+            raise ValueError(
+                f"{self.spec.name} expects mel shaped (batch, time, {self.spec.n_mels}) from the "
+                f"{self.spec.frontend_preset!r} front end, got {tuple(mel.shape)}"
+            )
+        return patchify(mel[:, None], self.spec.patch_frames, self.spec.patch_bins)
+
+    def unpatchify(self, patches: torch.Tensor) -> torch.Tensor:
+        """patches (batch, n_patches, patch_values) -> mel (batch, time, n_mels), e.g. to plot pred."""
+        n_time = patches.shape[1] // self.config.n_freq_patches
+        return unpatchify(patches, n_time, self.spec.patch_frames, self.spec.patch_bins)[:, 0]
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -49,3 +49,24 @@ def unpatchify(
     x = patches.reshape(batch, n_time_patches, n_freq, patch_frames, patch_bins)
     x = x.permute(0, 1, 3, 2, 4)  # (batch, n_time, patch_frames, n_freq, patch_bins)
     return x.reshape(batch, 1, n_time_patches * patch_frames, n_freq * patch_bins)
+
+
+class PatchGrid:
+    """Patch-grid arithmetic for a dataclass with `crop_frames`, `n_mels`, `patch_frames` and
+    `patch_bins` fields (model configs and specs inherit it instead of repeating it)."""
+
+    @property
+    def n_time_patches(self) -> int:
+        return self.crop_frames // self.patch_frames
+
+    @property
+    def n_freq_patches(self) -> int:
+        return self.n_mels // self.patch_bins
+
+    @property
+    def n_patches(self) -> int:
+        return self.n_time_patches * self.n_freq_patches
+
+    @property
+    def patch_values(self) -> int:
+        return self.patch_frames * self.patch_bins
