@@ -67,3 +67,11 @@ def ensure_default_data(
         ray_address=ray_address, root=shards_root,
     )
     return DefaultData(corpus_dir=corpus_dir, tasks_dir=tasks_dir, shards_dir=shards_dir)
+
+
+def build_default_inputs(*, corpus: bool, tasks: bool, seed: int = 0) -> None:
+    """Build the default corpus and/or labeled tasks when missing (no-ops once built)."""
+    if corpus:
+        build_pretrain_corpus(PretrainCorpusConfig(output_dir=default_corpus_dir(), seed=seed))
+    if tasks:
+        build_tasks(TasksConfig(output_dir=default_tasks_dir(), seed=seed))

@@ -15,11 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import paths, tracking
+from pipeline import tracking
 from pipeline.corpus_sources.build_marker import OutputDirectoryError
 from pipeline.corpus_sources.debian import MissingPackagesError
-from pipeline.corpus_sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
-from pipeline.tasks.build import TasksConfig, build_tasks
 from sweeps.grids import GRIDS, PROFILES
 from sweeps.rankme_early_stop import DEFAULT_KEEP_FRACTION, DEFAULT_MIN_SAMPLES
 from sweeps.tune_driver import run_study
@@ -63,18 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_missing_defaults(args: argparse.Namespace) -> None:
-    """The embedded defaults: build the default corpus / tasks when the user named none."""
-    if args.corpus is None:
-        build_pretrain_corpus(PretrainCorpusConfig(output_dir=paths.default_corpus_dir()))
-    if args.tasks is None:
-        build_tasks(TasksConfig(output_dir=paths.default_tasks_dir()))
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        build_missing_defaults(args)
         outcome = run_study(
             grid=args.grid,
             profile=args.profile,

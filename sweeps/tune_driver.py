@@ -26,6 +26,7 @@ import ray
 from ray import tune
 
 from pipeline import paths, tracking
+from pipeline.defaults import build_default_inputs
 from sweeps.grids import TrialSpec, expand_grids
 from sweeps.rankme_early_stop import (
     DEFAULT_KEEP_FRACTION,
@@ -181,6 +182,8 @@ def run_study(
             max_concurrent = max(1, int(ray.cluster_resources().get("CPU", 2) // 2))
         try:
             if prepare_shards:
+                # The embedded defaults: build the default corpus / tasks the user did not replace.
+                build_default_inputs(corpus=corpus_dir is None, tasks=tasks_dir is None)
                 prepare_study_shards(
                     remaining, corpus_dir=context.corpus_dir, shards_root=context.shards_root
                 )
