@@ -34,12 +34,14 @@ class ProbeTrainingConfig:
     validate_every_epochs: int = 3
     patience_checks: int = 20
     grid_points: int = 8  # HEAR samples 8 of the 16 grid points; 16 runs the full grid
+    hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES  # depths the grid may sample
 
 
 # HEAR's schedule costs ~0.5 s per epoch per task on 2 CPU cores (1,000 clips, 1024-wide stacked
-# MLPs), i.e. tens of minutes per checkpoint. CPU studies score every trial, so their default
-# profile uses this cheaper schedule: same model family and grid, fewer configs and epochs.
-QUICK_PROBE_TRAINING = ProbeTrainingConfig(max_epochs=60, patience_checks=5, grid_points=4)
+# MLPs; the 1024 x 1024 second layer dominates), i.e. tens of minutes per checkpoint. CPU studies
+# score every trial, so their default profile uses this cheaper schedule: the same probe family
+# with one hidden layer of 1024, 2 of its 8 grid points, at most 45 epochs, patience 5 checks.
+QUICK_PROBE_TRAINING = ProbeTrainingConfig(max_epochs=45, patience_checks=5, grid_points=2, hidden_layer_choices=(1,))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,15 +61,15 @@ class SplitArrays:
     targets: torch.Tensor
 
 
-def full_grid() -> list[ProbeConfig]:
+def full_grid(hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES) -> list[ProbeConfig]:
     return [
         ProbeConfig(learning_rate=lr, hidden_layers=layers, init=init)
-        for lr, layers, init in itertools.product(LEARNING_RATES, HIDDEN_LAYER_CHOICES, INITS)
+        for lr, layers, init in itertools.product(LEARNING_RATES, hidden_layer_choices, INITS)
     ]
 
 
-def sample_grid(grid_points: int, seed: int) -> list[ProbeConfig]:
-    grid = full_grid()
+def sample_grid(grid_points: int, seed: int, hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES) -> list[ProbeConfig]:
+    grid = full_grid(hidden_layer_choices)
     if not 1 <= grid_points <= len(grid):
         raise ValueError(f"grid_points must be in 1..{len(grid)}, got {grid_points}")
     if grid_points == len(grid):
@@ -97,7 +99,7 @@ def run_probe_grid(
     class_labels: list[str] | None = None,
 ) -> GridResult:
     """Train the sampled grid for one seed and return the validation-chosen config's test score."""
-    configs = sample_grid(training.grid_points, seed)
+    configs = sample_grid(training.grid_points, seed, training.hidden_layer_choices)
     torch.manual_seed(seed)  # dropout masks
     stacks = [
         StackedProbeMLPs(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.probe_grid import ProbeTrainingConfig, full_grid, run_probe_grid, sample_grid
+from pipeline.probe_grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig, full_grid, run_probe_grid, sample_grid
 from pipeline.probe_metrics import score_predictions
 from pipeline.probe_mlp import HIDDEN_UNITS, StackedProbeMLPs
 from pipeline.probes import probe_task, split_arrays
@@ -144,3 +144,15 @@ def test_each_config_gets_exactly_torch_adam_with_its_own_learning_rate():
                 reference.grad = gradient[index].clone()
                 optimizer.step()
             torch.testing.assert_close(after[index].detach(), reference.detach(), atol=1e-7, rtol=1e-6)
+
+
+def test_quick_schedule_samples_one_hidden_layer_configs_and_still_learns():
+    # The CPU studies' schedule: only the one-hidden-layer half of the grid, two points of it.
+    configs = sample_grid(QUICK_PROBE_TRAINING.grid_points, seed=3, hidden_layer_choices=QUICK_PROBE_TRAINING.hidden_layer_choices)
+    assert len(configs) == 2 and all(c.hidden_layers == 1 for c in configs)
+    assert len(full_grid((1,))) == 8
+    train, valid, test = (_blobs(n, 4, 16, separation=3.0, seed=s) for n, s in ((400, 1), (100, 2), (200, 3)))
+    result = run_probe_grid(train=train, valid=valid, test=test, n_classes=4, metric="top1_acc",
+                            multilabel=False, seed=0, training=QUICK_PROBE_TRAINING)
+    assert result.best_config.hidden_layers == 1
+    assert result.test_score >= 0.95
