@@ -44,6 +44,7 @@ def test_server_uris_pass_through():
 
 
 def test_code_version_is_this_checkouts_git_commit():
+    tracking.code_version.cache_clear()  # cached per process; HEAD may have moved since the first call
     repo = Path(tracking.__file__).resolve().parents[1]
     sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     if sha.returncode != 0:
