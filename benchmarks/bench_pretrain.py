@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import models
-from pipeline import paths
+from pipeline.defaults import shards_dir_for
 from pipeline.optim import build_optimizer, build_scheduler
 
 DEBUG_MODELS = ("mae-debug", "audiomae++-debug", "axlstm-debug")
@@ -177,7 +177,8 @@ def run_gpu(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--shards", default=str(paths.default_shards_dir()), help="shards for the Ray Train comparison")
+    parser.add_argument("--shards", default=str(shards_dir_for(preset_name="audiomae", max_hours=None)),
+                        help="shards for the Ray Train comparison (default: the default corpus's audiomae shards)")
     parser.add_argument("--steps", type=int, default=60, help="timed steps per measurement")
     parser.add_argument("--batch-size", type=int, default=None, help="default: 32 on CPU, 256 on GPU")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (CPU); the Ray worker gets as many CPUs")
