@@ -3,6 +3,7 @@
 - A task's score is the mean over seeds of the test score; its 95% confidence interval is
   mean +- t(0.975, seeds - 1) * std / sqrt(seeds) (sample std). One seed has no interval: NaN.
 - Q is the mean over tasks of the primary score (all primary metrics here lie in [0, 1]).
+- Q's 95% interval is the same t-interval over per-seed Q (seed i's scores averaged over tasks).
 - s(m) (AudioMAE++ papers, reference/evaluation.md) ranks models on a common task set:
   s(m) = 100 / |T| * sum_t (x_t(m) - min_t) / (max_t - min_t), min and max over the compared models.
   A task on which all models tie carries no ranking information and contributes 0 to every model.
@@ -59,6 +60,19 @@ def quality_q(task_means: Mapping[str, float]) -> float:
     if np.any((values < 0.0) | (values > 1.0)):
         raise ValueError(f"Q averages scores in [0, 1]; got {dict(task_means)} (d_prime is not a valid primary metric for Q)")
     return float(values.mean())
+
+
+def quality_q_interval(task_scores: Mapping[str, Mapping], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """95% t-interval of Q over probe seeds: Q of seed i is the mean over tasks of seed i's score
+    (every task probes seeds 0..n-1). `task_scores`: task -> TaskScore.to_dict(). (NaN, NaN) when
+    tasks ran different numbers of seeds or only one seed: there is no per-seed Q to spread.
+    """
+    per_task = [list(score["seed_scores"]) for score in task_scores.values()]
+    if not per_task or len({len(seeds) for seeds in per_task}) != 1:
+        return math.nan, math.nan
+    per_seed_q = np.mean(np.asarray(per_task, dtype=np.float64), axis=0)  # (seeds,)
+    _, low, high = mean_confidence_interval(per_seed_q, confidence)
+    return low, high
 
 
 def normalised_scores(scores_by_model: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

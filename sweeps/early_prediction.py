@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr
 
+from sweeps.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
+
 
 def pearson_early_prediction(rankme_by_step: Any, final_q: Any) -> pd.DataFrame:
     """Pearson r between RankMe at each logged step and the final Q across trials (Table III).
 
     `rankme_by_step`: one entry per trial, a {step: rankme} mapping or a list of (step, rankme).
-    Returns columns step, pearson_r, n_trials; steps seen in fewer than 3 trials are left out.
+    Returns columns step, pearson_r, n_trials, note; steps seen in fewer than 3 trials are left
+    out. r is NaN when RankMe or Q is the same in every trial at a step, and `note` says which.
     """
     histories = [{int(step): float(value) for step, value in dict(h).items()} for h in rankme_by_step]
     final = np.asarray(final_q, dtype=float).reshape(-1)
@@ -30,20 +33,24 @@ def pearson_early_prediction(rankme_by_step: Any, final_q: Any) -> pd.DataFrame:
         if len(pairs) < 3:
             continue
         rankmes, qs = np.array(pairs).T
-        r = float(pearsonr(rankmes, qs).statistic) if np.ptp(rankmes) > 0 and np.ptp(qs) > 0 else float("nan")
-        rows.append({"step": step, "pearson_r": r, "n_trials": len(pairs)})
-    return pd.DataFrame(rows, columns=["step", "pearson_r", "n_trials"])
+        constant = [name for name, values in (("RankMe", rankmes), ("final Q", qs)) if np.ptp(values) == 0]
+        r = float("nan") if constant else float(pearsonr(rankmes, qs).statistic)
+        note = f"undefined: {' and '.join(constant)} identical in every trial" if constant else ""
+        rows.append({"step": step, "pearson_r": r, "n_trials": len(pairs), "note": note})
+    return pd.DataFrame(rows, columns=["step", "pearson_r", "n_trials", "note"])
 
 
 def simulate_rankme_early_stop(
-    rankme_by_step: Any, final_q: Any, trial_names: Any, *, keep_fraction: float = 0.5
+    rankme_by_step: Any, final_q: Any, trial_names: Any, *, keep_fraction: float = DEFAULT_KEEP_FRACTION
 ) -> pd.DataFrame:
     """What stopping the low-RankMe trials at each logged step would have saved, and cost.
 
-    At step s, keep the `keep_fraction` of trials with the highest RankMe and stop the rest there.
-    Columns: step, trials_kept, steps_saved_fraction (of all trials' steps), best_kept (whether
-    the trial with the best final Q survives). Computed on finished trials, so it answers "would
-    the scheduler have changed the best configuration?" without running it.
+    At step s, apply the early-stop rule (`sweeps.early_stop_rule.should_stop`, the live
+    scheduler's rule) to every trial with a RankMe there, all trials seen at once: keep the top
+    ceil(keep_fraction x n) by RankMe and stop the rest there. Columns: step, trials_kept,
+    steps_saved_fraction (of all trials' steps), best_kept (whether the trial with the best final
+    Q survives). Computed on finished trials, so it answers "would the scheduler have changed the
+    best configuration?" without running it.
     """
     histories = [{int(step): float(value) for step, value in dict(h).items()} for h in rankme_by_step]
     final = np.asarray(final_q, dtype=float).reshape(-1)
@@ -52,17 +59,15 @@ def simulate_rankme_early_stop(
     best = names[int(np.nanargmax(final))]
     rows = []
     for step in sorted({s for h in histories for s in h if s < max(h)}):
-        at_step = [(h[step], i) for i, h in enumerate(histories) if step in h]
+        at_step = {i: h[step] for i, h in enumerate(histories) if step in h}
         if len(at_step) < 2:
             continue
-        n_keep = max(1, int(np.ceil(keep_fraction * len(at_step))))
-        ranked = sorted(at_step, reverse=True)
-        stopped = [i for _, i in ranked[n_keep:]]
-        kept = {names[i] for _, i in ranked[:n_keep]} | {
-            names[i] for i, h in enumerate(histories) if step not in h
-        }
+        seen = list(at_step.values())
+        stopped = [i for i, rankme in at_step.items() if should_stop(rankme, seen, keep_fraction=keep_fraction)]
+        kept = {names[i] for i in range(len(names)) if i not in stopped}
         saved = float(np.sum(total_steps[stopped] - step) / max(total_steps.sum(), 1.0))
         rows.append(
-            {"step": step, "trials_kept": n_keep, "steps_saved_fraction": saved, "best_kept": best in kept}
+            {"step": step, "trials_kept": len(at_step) - len(stopped), "steps_saved_fraction": saved,
+             "best_kept": best in kept}  # fmt: skip
         )
     return pd.DataFrame(rows, columns=["step", "trials_kept", "steps_saved_fraction", "best_kept"])

@@ -65,7 +65,8 @@ class LawFit:
     r2: float  # on the original scale (Q or loss)
     aicc: float  # from the log-space residuals
     bic: float
-    extrapolation_error: float  # mean |prediction - observed| at the held-out largest scale
+    extrapolation_error: float  # mean |prediction - observed| at the held-out largest scale; NaN: see note
+    extrapolation_note: str  # why the error is NaN, or a caveat about it; "" when it needs none
     n_points: int
     diagnostics: FitDiagnostics
     replicates: pd.DataFrame = field(repr=False)  # one row of parameters per bootstrap replicate
@@ -97,6 +98,7 @@ class LawFit:
             "aicc": self.aicc,
             "bic": self.bic,
             "extrapolation_error": self.extrapolation_error,
+            "extrapolation_note": self.extrapolation_note,
             "n_points": self.n_points,
             "diagnostics": vars(self.diagnostics).copy(),
         }
@@ -189,6 +191,12 @@ def _fit(
     prediction = form.predict(params, *columns)
     r2 = 1.0 - float(np.sum((y - prediction) ** 2) / np.sum((y - y.mean()) ** 2))
     aicc, bic = information_criteria(problem.residuals(optimum.theta), len(optimum.theta))
+    if extrapolate:
+        extrapolation_error, extrapolation_note = _leave_largest_out(
+            form, columns, y, quality=quality, huber_delta=huber_delta, seed=seed
+        )
+    else:
+        extrapolation_error, extrapolation_note = float("nan"), "not computed: extrapolation was switched off"
     return LawFit(
         law=form.name,
         params=params,
@@ -197,11 +205,8 @@ def _fit(
         r2=r2,
         aicc=aicc,
         bic=bic,
-        extrapolation_error=_leave_largest_out(
-            form, columns, y, quality=quality, huber_delta=huber_delta, seed=seed
-        )
-        if extrapolate
-        else float("nan"),
+        extrapolation_error=extrapolation_error,
+        extrapolation_note=extrapolation_note,
         n_points=len(y),
         diagnostics=FitDiagnostics(
             n_starts=optimum.n_starts,
@@ -233,12 +238,19 @@ def _leave_largest_out(
     quality: bool,
     huber_delta: float | None,
     seed: int,
-) -> float:
-    """Fit without the points at the largest scale (largest X, or largest N*D); error there."""
+) -> tuple[float, str]:
+    """Fit without the points at the largest scale (largest X, or largest N*D); (error there, note).
+
+    The note says why the error is NaN (too few points left) or flags a refit that did not converge.
+    """
     scale = np.prod(np.stack(columns, axis=1), axis=1)
     held_out = scale == scale.max()
-    if np.sum(~held_out) < MIN_POINTS:
-        return float("nan")
+    n_left = int(np.sum(~held_out))
+    if n_left < MIN_POINTS:
+        return float("nan"), (
+            f"not computed: {n_left} points remain after leaving out the largest scale "
+            f"({int(held_out.sum())} point(s)), fits need >= {MIN_POINTS}"
+        )
     kept = [c[~held_out] for c in columns]
     log_y = np.log(1.0 - y[~held_out]) if quality else np.log(y[~held_out])
     problem = LogSpaceProblem(
@@ -250,7 +262,13 @@ def _leave_largest_out(
     )
     optimum = minimize_converged(problem, form.start_grid(problem.log_x, log_y), seed=seed)
     prediction = form.predict(form.params_from_theta(optimum.theta), *[c[held_out] for c in columns])
-    return float(np.mean(np.abs(prediction - y[held_out])))
+    note = (
+        ""
+        if optimum.converged
+        else f"caution: the refit without the largest scale did not converge (projected gradient "
+        f"{optimum.projected_gradient:.1e}, {optimum.n_agreeing} of {optimum.n_starts} starts agree)"
+    )
+    return float(np.mean(np.abs(prediction - y[held_out]))), note
 
 
 def fit_saturating(

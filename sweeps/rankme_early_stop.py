@@ -1,13 +1,13 @@
 """Live RankMe early stopping: a Tune scheduler that stops trials whose early RankMe is low.
 
-The rule is the one `sweeps.early_prediction.simulate_rankme_early_stop` replays on finished
-trials, applied online: at its check step (by default the first RankMe step at or after 25% of
-the trial's planned steps) a trial is stopped when its RankMe is below the (1 - keep_fraction)
-quantile of the RankMe values seen at that step so far (its own included), i.e. when it is not in
-the top `keep_fraction`. The first `min_samples - 1` trials to reach a step always continue: a
-quantile of one or two values says nothing. Online and offline agree when the trials reaching the
-step first span the range of RankMe (e.g. a high-RankMe trial first); a low-RankMe trial among the
-first `min_samples - 1` is kept online but stopped offline.
+The rule is `sweeps.early_stop_rule` (the one the report replays on finished trials), applied
+online: at its decision step (by default the first RankMe step at or after 25% of the trial's
+planned steps) a trial is stopped when its RankMe is not among the top ceil(keep_fraction x n) of
+the n RankMe values seen at that step so far (its own included). The first `min_samples - 1`
+trials to reach a step always continue: a rank among one or two values says nothing. Online and
+offline agree when the trials reaching the step first span the range of RankMe (e.g. a
+high-RankMe trial first); a low-RankMe trial among the first `min_samples - 1` is kept online but
+stopped offline.
 
 Results without `step` and `rankme` (e.g. the trial's final Q report) pass through untouched, and
 so do reports between RankMe steps (the train loop repeats its latest RankMe in each report).
@@ -26,28 +26,30 @@ import pandas as pd
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-DEFAULT_KEEP_FRACTION = 0.5
-DEFAULT_CHECK_FRACTION = 0.25
-DEFAULT_MIN_SAMPLES = 3
-RANKME_POINTS_PER_TRIAL = 4  # RankMe at 25%, 50%, 75% and 100% of training
+from sweeps.early_stop_rule import (
+    DEFAULT_CHECK_FRACTION,
+    DEFAULT_KEEP_FRACTION,
+    DEFAULT_MIN_SAMPLES,
+    check_step_for,
+    rankme_at_decision,
+    rankme_every_steps_for,
+    should_stop,
+    validate_rule,
+)
 
-
-def rankme_every_steps_for(train_steps: int) -> int:
-    """How often a study trial measures RankMe during pretraining (four points per trial)."""
-    return max(1, train_steps // RANKME_POINTS_PER_TRIAL)
-
-
-def check_step_for(train_steps: int, *, rankme_every_steps: int, check_fraction: float) -> int:
-    """The first RankMe step at or after `check_fraction` of the planned steps (the last step at most)."""
-    earliest = max(1, math.ceil(check_fraction * train_steps))
-    return min(train_steps, rankme_every_steps * math.ceil(earliest / rankme_every_steps))
-
-
-def should_stop(rankme: float, seen_at_step: list[float], *, keep_fraction: float, min_samples: int) -> bool:
-    """The decision rule: `seen_at_step` holds every RankMe seen at the step, this trial's included."""
-    if len(seen_at_step) < min_samples:
-        return False
-    return rankme < float(np.quantile(seen_at_step, 1.0 - keep_fraction))
+__all__ = [
+    "DEFAULT_CHECK_FRACTION",
+    "DEFAULT_KEEP_FRACTION",
+    "DEFAULT_MIN_SAMPLES",
+    "EarlyStopSummary",
+    "RankMeEarlyStopScheduler",
+    "TrialCheck",
+    "check_step_for",
+    "rankme_every_steps_for",
+    "should_stop",
+    "summarize_early_stop",
+    "summarize_study_table",
+]
 
 
 def _study_trial_name(config: dict[str, Any]) -> str:
@@ -87,10 +89,7 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
         planned_steps: Callable[[dict[str, Any]], int] = _study_trial_steps,
         rankme_every_steps: Callable[[int], int] = rankme_every_steps_for,
     ) -> None:
-        if not 0.0 < keep_fraction <= 1.0:
-            raise ValueError(f"keep_fraction (--keep-fraction) must be in (0, 1], got {keep_fraction}")
-        if not 0.0 < check_fraction < 1.0:
-            raise ValueError(f"check_fraction must be in (0, 1), got {check_fraction}")
+        validate_rule(keep_fraction=keep_fraction, check_fraction=check_fraction)
         if min_samples < 1:
             raise ValueError(f"min_samples (--min-samples) must be at least 1, got {min_samples}")
         super().__init__()
@@ -145,18 +144,31 @@ class EarlyStopSummary:
     stopped_at_step: dict[str, int]  # trial -> the step it was stopped at
     steps_saved_fraction: float  # of all trials' planned steps, the share not run
     best_finished: str | None  # best final Q among trials that finished
-    best_simulated: str | None  # the simulation's pick on the same RankMe curves (offline rule)
+    best_simulated: str | None  # the offline rule's pick on the same RankMe curves
     best_changed: bool
+    keep_fraction: float = DEFAULT_KEEP_FRACTION
+    check_fraction: float = DEFAULT_CHECK_FRACTION
 
     def markdown(self) -> str:
         stopped = ", ".join(f"{t} at step {s}" for t, s in sorted(self.stopped_at_step.items())) or "none"
+        if self.best_changed:
+            verdict = (
+                f"Best configuration changed: yes. The best finished trial is {self.best_finished}, but the rule "
+                f"applied to all trials at once would have picked {self.best_simulated}: the order in which trials "
+                "reached the decision step changed which ones the live run stopped."
+            )
+        else:
+            verdict = (
+                f"Best configuration changed: no. The best finished trial, {self.best_finished}, is also the pick "
+                "of the rule applied to all trials at once on the same curves."
+            )
         return "\n".join([
             "## RankMe early stopping (live)",
             "",
+            f"Rule: keep the top {100 * self.keep_fraction:.0f}% by RankMe at "
+            f"{100 * self.check_fraction:.0f}% of each trial's steps (sweeps.early_stop_rule).",
             f"Stopped trials: {stopped}. Steps saved: {100 * self.steps_saved_fraction:.0f}% of planned steps.",
-            f"Best configuration among finished trials: {self.best_finished}; the offline rule "
-            f"(simulate_rankme_early_stop) on the same curves picks {self.best_simulated}: "
-            f"best configuration changed: {'yes' if self.best_changed else 'no'}.",
+            verdict,
         ])  # fmt: skip
 
 
@@ -167,23 +179,23 @@ def summarize_early_stop(
     check_rankme: dict[str, float],
     final_q: dict[str, float],
     keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    check_fraction: float = DEFAULT_CHECK_FRACTION,
 ) -> EarlyStopSummary:
     """Steps saved, and the live pick against the offline rule's pick.
 
-    `planned_steps`: every trial of the study; `check_rankme`: RankMe at the check step of every
-    trial that reached it; `final_q`: Q of the trials that finished. The offline rule keeps the top
-    `keep_fraction` by check-step RankMe (as simulate_rankme_early_stop) and picks the best final Q
-    among those it keeps; a kept trial without a Q (stopped live) cannot be picked, and that
-    disagreement is what `best_changed` flags.
+    `planned_steps`: every trial of the study; `check_rankme`: RankMe at the decision step of
+    every trial that reached it; `final_q`: Q of the trials that finished. The offline rule
+    (`should_stop` with every check RankMe seen at once) picks the best final Q among the trials
+    it keeps; a kept trial without a Q (stopped live) cannot be picked, and that disagreement is
+    what `best_changed` flags. `check_fraction` is recorded for the report only.
     """
     total = sum(planned_steps.values())
     saved = sum(planned_steps[t] - step for t, step in stopped_at_step.items())
     finished = {t: q for t, q in final_q.items() if np.isfinite(q)}
     best_finished = max(finished, key=finished.get) if finished else None
-    ranked = sorted(check_rankme, key=check_rankme.get, reverse=True)
-    n_keep = max(1, math.ceil(keep_fraction * len(ranked))) if ranked else 0
-    kept_offline = set(ranked[:n_keep]) | (set(planned_steps) - set(check_rankme))
-    candidates = {t: finished.get(t, -math.inf) for t in kept_offline}
+    seen = list(check_rankme.values())
+    stopped_offline = {t for t, r in check_rankme.items() if should_stop(r, seen, keep_fraction=keep_fraction)}
+    candidates = {t: finished.get(t, -math.inf) for t in planned_steps if t not in stopped_offline}
     best_simulated = max(candidates, key=candidates.get) if candidates else None
     return EarlyStopSummary(
         stopped_at_step=dict(stopped_at_step),
@@ -191,6 +203,8 @@ def summarize_early_stop(
         best_finished=best_finished,
         best_simulated=best_simulated,
         best_changed=best_finished != best_simulated,
+        keep_fraction=keep_fraction,
+        check_fraction=check_fraction,
     )
 
 
@@ -203,18 +217,14 @@ def summarize_study_table(
 ) -> EarlyStopSummary:
     """`summarize_early_stop` from a study's trial table (sweeps.study_tracking), resumes included.
 
-    A trial's check RankMe is its first logged RankMe at or after its check step.
+    A trial's check RankMe is its first logged RankMe at or after its decision step.
     """
     rows = table[table["trial"].isin(planned_steps)]
     check_rankme: dict[str, float] = {}
     for trial, history in zip(rows["trial"], rows["rankme_by_step"]):
-        planned = planned_steps[trial]
-        check_step = check_step_for(
-            planned, rankme_every_steps=rankme_every_steps_for(planned), check_fraction=check_fraction
-        )
-        later = sorted(step for step in history if step >= check_step)
-        if later and check_step < planned:
-            check_rankme[trial] = float(history[later[0]])
+        point = rankme_at_decision(history, planned_steps[trial], check_fraction=check_fraction)
+        if point is not None:
+            check_rankme[trial] = point[1]
     stopped_column = rows.get("stopped_at_step", pd.Series(np.nan, index=rows.index)).astype(float)
     stopped_rows = rows[np.isfinite(stopped_column)]
     return summarize_early_stop(
@@ -223,4 +233,5 @@ def summarize_study_table(
         check_rankme=check_rankme,
         final_q={t: float(q) for t, q, status in zip(rows["trial"], rows["q"], rows["status"]) if status == "ok"},
         keep_fraction=keep_fraction,
+        check_fraction=check_fraction,
     )

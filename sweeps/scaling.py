@@ -18,9 +18,28 @@ import sys
 from pipeline import tracking
 from pipeline.corpus_sources.build_marker import OutputDirectoryError
 from pipeline.corpus_sources.debian import MissingPackagesError
-from sweeps.grids import GRIDS, PROFILES
-from sweeps.rankme_early_stop import DEFAULT_KEEP_FRACTION, DEFAULT_MIN_SAMPLES
+from sweeps.early_stop_rule import (
+    DEFAULT_CHECK_FRACTION,
+    DEFAULT_KEEP_FRACTION,
+    DEFAULT_MIN_SAMPLES,
+    decision_step_for,
+    n_trials_kept,
+    planned_steps_saved_fraction,
+)
+from sweeps.grids import GRIDS, PROFILES, expand_grids
 from sweeps.tune_driver import run_study
+
+
+def default_grid_saving() -> str:
+    """What the default early-stop rule saves on the default grid, worked out (for --help)."""
+    trials = expand_grids("mask_ratio", profile="cpu_default")
+    steps = trials[0].train_steps
+    saved = planned_steps_saved_fraction(len(trials), steps)
+    return (
+        f"Defaults on the CPU mask_ratio grid ({len(trials)} trials of {steps} steps): keep "
+        f"{n_trials_kept(len(trials), DEFAULT_KEEP_FRACTION)} at step {decision_step_for(steps)}, "
+        f"saving {100 * saved:.0f}% of the planned steps"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,10 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rankme-early-stop",
         action="store_true",
-        help="stop a trial whose RankMe at ~25%% of its steps is not in the top --keep-fraction so far "
-        "(the first --min-samples - 1 trials to get there always continue)",
+        help="stop a trial whose RankMe at --check-fraction of its steps is not in the top --keep-fraction "
+        "so far (the first --min-samples - 1 trials to get there always continue). "
+        + default_grid_saving().replace("%", "%%"),
     )
-    parser.add_argument("--keep-fraction", type=float, default=DEFAULT_KEEP_FRACTION)
+    parser.add_argument(
+        "--keep-fraction",
+        type=float,
+        default=DEFAULT_KEEP_FRACTION,
+        help="share of trials kept at the decision step, rounded up (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--check-fraction",
+        type=float,
+        default=DEFAULT_CHECK_FRACTION,
+        help="decide at the first RankMe step at or after this share of a trial's steps (default: %(default)s)",
+    )
     parser.add_argument("--min-samples", type=int, default=DEFAULT_MIN_SAMPLES)
     return parser
 
@@ -80,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             n_bootstrap=args.n_bootstrap,
             rankme_early_stop=args.rankme_early_stop,
             early_stop_keep_fraction=args.keep_fraction,
+            early_stop_check_fraction=args.check_fraction,
             early_stop_min_samples=args.min_samples,
         )
     except (ValueError, MissingPackagesError, OutputDirectoryError) as error:

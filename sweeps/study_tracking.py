@@ -3,7 +3,8 @@
 Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
 - params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
 - metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
-  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `score/<task>`
+  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `q_ci_low` /
+  `q_ci_high` (its 95% interval over probe seeds, when there are two or more), `score/<task>`
 - tag `audioscale.trial_status`: "ok", "failed" (with `audioscale.trial_error`) or "stopped_early"
   (the RankMe early-stop scheduler stopped it at `audioscale.stopped_at_step`; no Q, not refitted,
   not re-run on resume; its `rankme` history up to the stop is kept)
@@ -11,6 +12,7 @@ Child-run convention (what `log_trial_result` writes and `trial_table_from_runs`
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,13 +22,16 @@ import numpy as np
 import pandas as pd
 
 from pipeline import tracking
-from sweeps.report import fit_table_markdown, study_figures, study_markdown
+from sweeps.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+from sweeps.q_trend import check_q_of_r
+from sweeps.report import extrapolation_cell, fit_table_markdown, replay_early_stop, study_figures, study_markdown
 from sweeps.study_fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
 
 STUDY_EXPERIMENT = "audioscale-studies"
 STATUS_TAG = "audioscale.trial_status"
 ERROR_TAG = "audioscale.trial_error"
 STOPPED_AT_STEP_TAG = "audioscale.stopped_at_step"
+Q_TREND_TAG = "audioscale.q_trend"  # on the study run: the Q(R) trend verdict in words
 STATUS_OK = "ok"
 STATUS_STOPPED_EARLY = "stopped_early"
 DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
@@ -47,6 +52,9 @@ class TrialResult:
     rankme_by_step: dict[int, float]  # over training: early prediction
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
+    # 95% interval of Q over probe seeds (pipeline.scores.quality_q_interval); NaN with one seed.
+    q_ci_low: float = math.nan
+    q_ci_high: float = math.nan
     configuration: str | None = None  # bootstrap unit; defaults to the trial name
     rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
 
@@ -63,7 +71,10 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
             run.log_metrics({"rankme": value}, step=step)
     final_step = max(result.rankme_by_step, default=0)
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
-    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores}, step=final_step)
+    # One probe seed gives no interval (NaN): log none rather than a NaN metric.
+    bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
+    interval = {key: value for key, value in bounds.items() if np.isfinite(value)}
+    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores, **interval}, step=final_step)
     run.set_tags({STATUS_TAG: STATUS_OK})
 
 
@@ -100,6 +111,8 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
         row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
         row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
+        for key in ("q_ci_low", "q_ci_high"):  # absent with one probe seed and in older studies
+            row[key] = metrics[key][-1][1] if metrics.get(key) else np.nan
         for key, history in metrics.items():
             if key.startswith(TASK_SCORE_PREFIX):
                 row[key] = history[-1][1]
@@ -115,16 +128,8 @@ def metric_key(law_name: str) -> str:
     return "_".join(part for part in re.split(r"[^a-z0-9]+", law_name.lower()) if part)
 
 
-def log_study_analysis(
-    run: tracking.TrackedRun,
-    study_name: str,
-    table: pd.DataFrame,
-    *,
-    n_bootstrap: int = 200,
-    extra_sections: Sequence[str] = (),
-) -> tuple[StudyFits, str]:
-    """Fit the laws, then log parameters with intervals, the fit table, figures and the report."""
-    study = fit_study_laws(table, n_bootstrap=n_bootstrap)
+def _law_metrics(study: StudyFits) -> tuple[dict[str, float], dict[str, str]]:
+    """Each law's parameters, intervals, R² and extrapolation error; and why any of them is not finite."""
     metrics: dict[str, float] = {}
     for name, fit in study.fits.items():
         prefix = f"law.{metric_key(name)}"
@@ -132,9 +137,45 @@ def log_study_analysis(
         metrics.update({f"{prefix}.{key}_ci_low": low for key, (low, _) in fit.ci.items()})
         metrics.update({f"{prefix}.{key}_ci_high": high for key, (_, high) in fit.ci.items()})
         metrics.update({f"{prefix}.r2": fit.r2, f"{prefix}.extrapolation_error": fit.extrapolation_error})
-    finite = {key: value for key, value in metrics.items() if np.isfinite(value)}
-    if finite:
-        run.log_metrics(finite, step=0)
+    reasons = {key: "not finite" for key, value in metrics.items() if not np.isfinite(value)}
+    for name, fit in study.fits.items():
+        key = f"law.{metric_key(name)}.extrapolation_error"
+        if key in reasons:
+            reasons[key] = extrapolation_cell(fit)
+    return {key: value for key, value in metrics.items() if key not in reasons}, reasons
+
+
+def log_study_analysis(
+    run: tracking.TrackedRun,
+    study_name: str,
+    table: pd.DataFrame,
+    *,
+    n_bootstrap: int = 200,
+    keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    check_fraction: float = DEFAULT_CHECK_FRACTION,
+    extra_sections: Sequence[str] = (),
+) -> tuple[StudyFits, str]:
+    """Fit the laws, then log parameters with intervals, the fit table, figures and the report.
+
+    A metric that is NaN or inf is not logged; a tag `<metric>.not_logged` says why. The Q(R)
+    trend check goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend`
+    tag; the early-stop replay to `early_stop_replay.*`.
+    """
+    study = fit_study_laws(table, n_bootstrap=n_bootstrap)
+    metrics, reasons = _law_metrics(study)
+    tags = {f"{key}.not_logged": reason[:5000] for key, reason in reasons.items()}
+    trend = check_q_of_r(table, study)
+    if trend is not None:
+        metrics["q_trend_detectable"] = float(trend.detectable)
+        tags[Q_TREND_TAG] = trend.verdict().replace("**", "")[:5000]
+    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
+    if replay is not None:
+        metrics["early_stop_replay.steps_saved_fraction"] = replay.steps_saved_fraction
+        metrics["early_stop_replay.best_kept"] = float(replay.best_kept)
+    if metrics:
+        run.log_metrics(metrics, step=0)
+    if tags:
+        run.set_tags(tags)
     run.log_dict(
         {"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped},
         "laws/fits.json",
@@ -143,7 +184,10 @@ def log_study_analysis(
     figures = study_figures(table, study)
     for file_name, figure in figures.items():
         tracking.log_figure(run, figure, f"laws/{file_name}")
-    markdown = "\n\n".join([study_markdown(study_name, table, study, list(figures)), *extra_sections])
+    report = study_markdown(
+        study_name, table, study, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction
+    )
+    markdown = "\n\n".join([report, *extra_sections])
     tracking.log_text(run, markdown, "laws/report.md")
     return study, markdown
 

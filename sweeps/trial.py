@@ -17,10 +17,11 @@ from pipeline.evaluate import evaluate_checkpoint
 from pipeline.probe_grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig
 from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.pretrain import PretrainConfig, run_pretraining
+from pipeline.scores import quality_q_interval
 from pipeline.shards import read_manifest
 from pipeline.tracking import TrackedRun
+from sweeps.early_stop_rule import rankme_every_steps_for
 from sweeps.grids import TrialSpec
-from sweeps.rankme_early_stop import rankme_every_steps_for
 from sweeps.study_context import StudyContext, child_run_name
 from sweeps.study_tracking import STUDY_EXPERIMENT, TrialResult
 
@@ -86,6 +87,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         device="cuda" if context.gpus_per_trial > 0 else "cpu",
     )
     samples_seen = context.global_batch_size * pretrained.steps
+    q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)
     return TrialResult(
         trial=spec.name,
         model_name=spec.model_name,
@@ -98,5 +100,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         rankme_by_step=dict(pretrained.rankme_history),
         q=evaluation.q,
         task_scores={task: score["mean"] for task, score in evaluation.task_scores.items()},
+        q_ci_low=q_ci_low,
+        q_ci_high=q_ci_high,
         rankme_history_logged=True,
     )

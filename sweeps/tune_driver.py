@@ -27,10 +27,14 @@ from ray import tune
 
 from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
-from sweeps.grids import TrialSpec, expand_grids
-from sweeps.rankme_early_stop import (
+from sweeps.early_stop_rule import (
+    DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DEFAULT_MIN_SAMPLES,
+    validate_rule,
+)
+from sweeps.grids import TrialSpec, expand_grids
+from sweeps.rankme_early_stop import (
     EarlyStopSummary,
     RankMeEarlyStopScheduler,
     summarize_study_table,
@@ -134,11 +138,18 @@ def run_study(
     n_bootstrap: int = 200,
     rankme_early_stop: bool = False,
     early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    early_stop_check_fraction: float = DEFAULT_CHECK_FRACTION,
     early_stop_min_samples: int = DEFAULT_MIN_SAMPLES,
 ) -> StudyOutcome:
     """Run (or resume) a study over `grid`, then fit and log its laws."""
+    # Checked before any trial runs: the report replays the rule even without the live scheduler.
+    validate_rule(keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction)
     scheduler = (
-        RankMeEarlyStopScheduler(keep_fraction=early_stop_keep_fraction, min_samples=early_stop_min_samples)
+        RankMeEarlyStopScheduler(
+            keep_fraction=early_stop_keep_fraction,
+            check_fraction=early_stop_check_fraction,
+            min_samples=early_stop_min_samples,
+        )
         if rankme_early_stop
         else None
     )
@@ -200,7 +211,10 @@ def run_study(
     stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
     if not table.empty and (rankme_early_stop or stopped_before):
         early_stop = summarize_study_table(
-            table, {t.name: t.train_steps for t in trials}, keep_fraction=early_stop_keep_fraction
+            table,
+            {t.name: t.train_steps for t in trials},
+            keep_fraction=early_stop_keep_fraction,
+            check_fraction=early_stop_check_fraction,
         )
         parent.log_metrics(
             {"early_stop.steps_saved_fraction": early_stop.steps_saved_fraction,
@@ -208,6 +222,7 @@ def run_study(
         )  # fmt: skip
     fits, markdown = log_study_analysis(
         parent, study_name, table, n_bootstrap=n_bootstrap,
+        keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction,
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
     parent.finish()

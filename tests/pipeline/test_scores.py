@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from pipeline.scores import mean_confidence_interval, normalised_scores, quality_q, task_score_from_seeds
+from pipeline.scores import (
+    mean_confidence_interval,
+    normalised_scores,
+    quality_q,
+    quality_q_interval,
+    task_score_from_seeds,
+)
 
 
 def test_confidence_interval_matches_hand_computation():
@@ -44,3 +50,23 @@ def test_normalised_score_matches_hand_computation():
 def test_normalised_score_uses_only_shared_tasks_and_ties_count_zero():
     scores = {"m1": {"t1": 0.3, "t2": 0.5, "extra": 1.0}, "m2": {"t1": 0.3, "t2": 0.9}}
     assert normalised_scores(scores) == pytest.approx({"m1": 0.0, "m2": 50.0})
+
+
+def test_q_interval_is_the_t_interval_of_per_seed_q():
+    # Seed i's Q averages the tasks' seed-i scores: (0.5+0.7)/2, (0.6+0.8)/2, (0.7+0.9)/2 = 0.6, 0.7, 0.8.
+    task_scores = {
+        "a": task_score_from_seeds("top1_acc", [0.5, 0.6, 0.7]).to_dict(),
+        "b": task_score_from_seeds("mAP", [0.7, 0.8, 0.9]).to_dict(),
+    }
+    half = 4.302653 * 0.1 / math.sqrt(3)
+    assert quality_q_interval(task_scores) == pytest.approx((0.7 - half, 0.7 + half), rel=1e-6)
+
+
+def test_q_interval_is_nan_for_one_seed_or_unequal_seed_counts():
+    one_seed = {"a": task_score_from_seeds("top1_acc", [0.8]).to_dict()}
+    unequal = {
+        "a": task_score_from_seeds("top1_acc", [0.5, 0.6]).to_dict(),
+        "b": task_score_from_seeds("top1_acc", [0.5, 0.6, 0.7]).to_dict(),
+    }
+    assert all(math.isnan(v) for v in quality_q_interval(one_seed))
+    assert all(math.isnan(v) for v in quality_q_interval(unequal))

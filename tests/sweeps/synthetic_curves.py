@@ -13,7 +13,7 @@ from pathlib import Path
 from ray import tune
 
 from sweeps.law_forms import SaturatingLaw
-from sweeps.rankme_early_stop import rankme_every_steps_for
+from sweeps.early_stop_rule import rankme_every_steps_for
 from sweeps.study_tracking import TrialResult
 
 # Grid order mask0.50 ... mask0.90; high, low, high, low, high so that the online rule sees the range early.

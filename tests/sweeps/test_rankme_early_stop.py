@@ -1,4 +1,5 @@
-"""The live RankMe early-stop scheduler on real Ray Tune, against the offline simulation."""
+"""The RankMe early-stop rule: its arithmetic, its replay on finished trials, and the live scheduler
+on real Ray Tune - one rule (sweeps.early_stop_rule) for all three."""
 
 from __future__ import annotations
 
@@ -7,16 +8,23 @@ import numpy as np
 import pytest
 from ray import tune
 from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
 
 from sweeps.early_prediction import simulate_rankme_early_stop
-from sweeps.scaling import main
-from sweeps.rankme_early_stop import (
-    RankMeEarlyStopScheduler,
+from sweeps.early_stop_rule import (
+    DEFAULT_CHECK_FRACTION,
+    DEFAULT_KEEP_FRACTION,
     check_step_for,
+    decision_step_for,
+    n_trials_kept,
+    planned_steps_saved_fraction,
     rankme_every_steps_for,
+    replay_decision_point,
     should_stop,
-    summarize_early_stop,
 )
+from sweeps.grids import expand_grids
+from sweeps.rankme_early_stop import RankMeEarlyStopScheduler, summarize_early_stop
+from sweeps.scaling import main
 from tests.sweeps.synthetic_curves import curve_trainable, scheduler_test_curve
 
 TRAIN_STEPS = 40
@@ -44,12 +52,15 @@ def test_check_step_is_first_rankme_step_at_or_after_a_quarter():
     assert check_step_for(3, rankme_every_steps=5, check_fraction=0.25) == 3  # capped at the last step
 
 
-def test_rule_keeps_the_first_trials_and_stops_below_the_quantile():
+def test_rule_keeps_the_first_trials_and_stops_those_outside_the_top_fraction():
     assert not should_stop(1.0, [9.0, 1.0], keep_fraction=0.5, min_samples=3)  # too few seen yet
-    assert should_stop(1.0, [9.0, 5.0, 1.0], keep_fraction=0.5, min_samples=3)
-    assert not should_stop(5.0, [9.0, 5.0, 1.0], keep_fraction=0.5, min_samples=3)  # at the median: kept
-    # keep_fraction 0.25: only the top quarter continues (cut at the 0.75 quantile, 7.0 here).
+    assert should_stop(1.0, [9.0, 5.0, 1.0], keep_fraction=0.5, min_samples=3)  # top ceil(1.5) = 2 kept
+    assert not should_stop(5.0, [9.0, 5.0, 1.0], keep_fraction=0.5, min_samples=3)  # second of three: kept
+    # keep_fraction 0.25: only the top one of four continues.
     assert should_stop(6.0, [1.0, 5.0, 6.0, 9.0], keep_fraction=0.25, min_samples=1)
+    # A tie with the last kept value is kept: stopping is the costly mistake.
+    assert not should_stop(5.0, [9.0, 5.0, 5.0, 1.0, 0.5], keep_fraction=0.4)
+    assert [n_trials_kept(n, 0.4) for n in (1, 2, 3, 4, 5, 10, 14)] == [1, 1, 2, 2, 2, 4, 6]
 
 
 @pytest.mark.ray
@@ -74,13 +85,16 @@ def test_live_scheduler_stops_exactly_the_low_rankme_trials_and_matches_the_simu
         stopped_at_step={name: check.check_step for name, check in stopped.items()},
         check_rankme={name: curve[check_step] for name, curve in curves.items()},
         final_q={name: q for name, q in final_q.items() if name not in low},
+        keep_fraction=scheduler.keep_fraction,
     )
     expected_saved = len(low) * (TRAIN_STEPS - check_step) / (len(LEVELS) * TRAIN_STEPS)
     assert summary.steps_saved_fraction == pytest.approx(expected_saved)
     assert summary.best_finished == "a" and not summary.best_changed
 
     # The offline simulation on the full curves: same trials kept, same steps saved, best kept.
-    simulated = simulate_rankme_early_stop(list(curves.values()), list(final_q.values()), list(curves))
+    simulated = simulate_rankme_early_stop(
+        list(curves.values()), list(final_q.values()), list(curves), keep_fraction=scheduler.keep_fraction
+    )
     at_check = simulated[simulated["step"] == check_step].iloc[0]
     assert at_check["trials_kept"] == len(LEVELS) - len(low)
     assert at_check["steps_saved_fraction"] == pytest.approx(summary.steps_saved_fraction)
@@ -114,3 +128,61 @@ def test_reports_between_rankme_steps_do_not_count_as_rankme_points():
         scheduler.on_trial_result(None, trial, {"step": step, "rankme": float(step)})
     assert scheduler.rankme_histories["a"] == {0: 0.0, 10: 10.0, 20: 20.0}
     assert scheduler.checks["a"].check_step == 10
+
+
+@pytest.mark.parametrize("flag,value", [("--keep-fraction", "0"), ("--check-fraction", "1.0")])
+def test_cli_rule_settings_out_of_range_exit_2_naming_the_flag_even_without_the_scheduler(
+    capsys, tracking_uri, flag, value
+):
+    assert main(["--grid", "mask_ratio", flag, value, "--tracking-uri", tracking_uri]) == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_default_rule_saves_at_least_40_percent_of_the_default_grid():
+    trials = expand_grids("mask_ratio", profile="cpu_default")
+    steps = {t.train_steps for t in trials}
+    assert len(trials) == 5 and steps == {100}
+    assert n_trials_kept(5, DEFAULT_KEEP_FRACTION) == 2  # 0.4 x 5 = 2 exactly, not rounded up to 3
+    assert decision_step_for(100, check_fraction=DEFAULT_CHECK_FRACTION) == 25
+    saved = planned_steps_saved_fraction(len(trials), 100)
+    assert saved == pytest.approx(3 * 75 / 500) and saved >= 0.40
+    # Why the default moved: keeping half keeps 3 of 5 and saves 2 x 75 / 500 = 30%.
+    assert planned_steps_saved_fraction(5, 100, keep_fraction=0.5) == pytest.approx(0.30)
+
+
+def _five_curves(levels: dict[str, float]) -> dict[str, dict[int, float]]:
+    return {name: scheduler_test_curve(level, 100) for name, level in levels.items()}
+
+
+def test_replay_at_the_decision_step_keeps_the_top_two_and_says_whether_the_best_survived():
+    levels = {"m50": 60.0, "m60": 20.0, "m70": 50.0, "m80": 10.0, "m90": 40.0}
+    curves = _five_curves(levels)
+    planned = {name: 100 for name in levels}
+    replay = replay_decision_point(curves, {n: level / 100 for n, level in levels.items()}, planned)
+    assert replay.kept == ["m50", "m70"] and replay.stopped == ["m60", "m80", "m90"]
+    assert set(replay.decision_step.values()) == {25}
+    assert replay.steps_saved_fraction == pytest.approx(0.45)
+    assert replay.best == "m50" and replay.best_kept
+    assert "Steps saved: 45% of the planned steps, which meets the 40% target." in replay.markdown()
+    assert "is among the kept trials" in replay.markdown()
+
+    # The best final Q belongs to a trial with low early RankMe: the replay says it plainly.
+    upset = {**{n: level / 100 for n, level in levels.items()}, "m80": 0.9}
+    lost = replay_decision_point(curves, upset, planned)
+    assert not lost.best_kept and lost.best_kept_trial == "m50"
+    assert "(m80, Q 0.9000) was NOT kept: this rule would have stopped it at step 25" in lost.markdown()
+    assert "changed the study's pick to m50 (Q 0.6000)" in lost.markdown()
+
+
+def test_live_scheduler_and_replay_apply_the_same_rule():
+    # Trials arrive highest RankMe first, so the live rule sees the range as the replay does; the
+    # default min_samples (3) keeps the first two (with one, m70 would be ranked among two and stopped).
+    levels = {"m50": 60.0, "m70": 50.0, "m90": 40.0, "m60": 20.0, "m80": 10.0}
+    scheduler = RankMeEarlyStopScheduler()
+    for name, curve in _five_curves(levels).items():
+        trial = Trial("curve_trainable", config={"trial": {"name": name, "train_steps": 100}}, stub=True)
+        for step, rankme in curve.items():
+            if scheduler.on_trial_result(None, trial, {"step": step, "rankme": rankme}) == TrialScheduler.STOP:
+                break
+    replay = replay_decision_point(_five_curves(levels), {n: 0.5 for n in levels}, {n: 100 for n in levels})
+    assert sorted(scheduler.stopped_trials()) == replay.stopped == ["m60", "m80", "m90"]

@@ -89,6 +89,8 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
     assert "| Q(N,D) |" in markdown and re.search(r"alpha_n 0\.(29|30|31)", markdown)
     assert "1 failed or unscored row(s) were left out" in markdown
     assert "| 200 | " in markdown  # early-prediction row at step 200
-    assert "Simulated RankMe early stopping" in markdown and "| 100 | 20 |" in markdown
+    # 40 trial rows: the default rule keeps ceil(0.4 x 40) = 16 at step 100 (the decision step of 200).
+    assert "RankMe early stopping, replayed on the finished trials" in markdown and "| 100 | 16 |" in markdown
+    assert "keep the top 40% by RankMe (16 of 40" in markdown
     assert "| esc50 |" in markdown
     assert "![quality_vs_rankme.png](quality_vs_rankme.png)" in markdown

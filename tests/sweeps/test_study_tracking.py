@@ -43,6 +43,7 @@ def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
         log_trial_result(child, TrialResult(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
             mask_ratio=ratio, rankme=rankme, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
+            q_ci_low=q - 0.01, q_ci_high=q + 0.01,
         ))  # fmt: skip
         child.finish()
     crashed = tracking.start_or_resume_run(
@@ -71,6 +72,8 @@ def test_trial_table_round_trips_through_mlflow(study_store):
     assert ok["mask_ratio"].tolist() == [0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
     assert ok["rankme_by_step"].iloc[0] == {50: pytest.approx(0.7 * (40 + 100)), 100: pytest.approx(140.0)}
     assert ok["score/esc50"].iloc[0] == pytest.approx(ok["q"].iloc[0] - 0.1)
+    assert (ok["q_ci_high"] - ok["q_ci_low"]).to_numpy() == pytest.approx([0.02] * 6)
+    assert np.isnan(table.loc[table["status"] == "failed", "q_ci_low"]).all()
 
 
 def test_refit_logs_laws_figures_and_report_to_the_study_run(study_store):
@@ -81,6 +84,8 @@ def test_refit_logs_laws_figures_and_report_to_the_study_run(study_store):
     assert {"laws/fits.json", "laws/report.md", "laws/quality_vs_rankme.png"} <= set(artifacts)
     metrics = tracking.read_run(tracking_uri, parent_run_id)["metrics"]
     assert metrics[f"law.{metric_key('Q(R)')}.alpha"][-1][1] == pytest.approx(0.8, abs=0.2)
+    assert metrics["q_trend_detectable"][-1][1] == 1.0  # Q 0.53-0.63, each trial known to +-0.01
+    assert "## Q(R): quality against RankMe" in markdown and "A trend of Q is detectable" in markdown
 
 
 def test_refit_of_an_unknown_study_names_it(study_store):
