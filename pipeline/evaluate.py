@@ -2,8 +2,11 @@
 
 `evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` embeds every task's clips once with the
 frozen model, measures RankMe on a seeded sample of `rankme_n` of those scene embeddings, trains
-the HEAR probe grid per task and seed, and aggregates (pipeline.scores). `log_evaluation` writes the
-result to MLflow; `write_results` to CSV and JSON. CLI: `python -m pipeline.evaluate --help`.
+the HEAR probe grid per task and seed (under a named schedule, pipeline.probe_grid.PROBE_SCHEDULES),
+and aggregates (pipeline.scores). With `lid_probe`, language-ID tasks are scored instead by the
+attentive LID head on frame embeddings (pipeline.probe_lid); each task score names its probe.
+`log_evaluation` writes the result to MLflow; `write_results` to CSV and JSON.
+CLI: `python -m pipeline.evaluate --help`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pipeline.checkpoint import load_model_from_checkpoint
 from pipeline.embeddings import FrameEmbedder, normalisation_for
 from pipeline.frontend import get_preset
 from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.probe_lid import LidProbeConfig, probe_task_lid
 from pipeline.probes import DEFAULT_SEEDS, probe_task
 from pipeline.rankme import rankme_with_shape, sample_fixed_n
 from pipeline.scores import TaskScore, quality_q
@@ -42,10 +46,11 @@ class EvaluationResult:
     rankme: float
     rankme_n: int
     rankme_k: int
-    task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores"}
+    task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores", "probe"}
     q: float
     seeds: int
-    probe_protocol: dict = field(default_factory=dict)  # ProbeTrainingConfig as a dict
+    probe_protocol: dict = field(default_factory=dict)  # ProbeTrainingConfig as a dict ("schedule": its name)
+    lid_probe: dict | None = None  # LidProbeConfig as a dict when language-ID tasks used the LID head
     seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
     run_id: str | None = None
 
@@ -61,31 +66,45 @@ def evaluate_checkpoint(
     rankme_n: int = DEFAULT_EVALUATE_RANKME_N,
     seeds: int = DEFAULT_SEEDS,
     probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
+    lid_probe: LidProbeConfig | None = None,
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> EvaluationResult:
     """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`.
 
-    `progress`, when given, receives one line per finished task (e.g. `print`)."""
+    `lid_probe`, when given, scores the language-ID tasks (TaskInfo.is_language_id) with the LID
+    head on frame embeddings; every other task keeps the MLP. `progress`, when given, receives one
+    line per finished task (e.g. `print`)."""
     started = time.perf_counter()
     model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
     embedder = FrameEmbedder(model, normalisation=normalisation_for(get_preset(model.spec.frontend_preset), meta), device=device)
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
+    if lid_probe is not None and not any(task.is_language_id for task in tasks):
+        warnings.warn(
+            f"a LID head ({lid_probe.attention}) was asked for but none of the tasks {[t.name for t in tasks]} is marked "
+            "language-ID ('label_kind': 'language' in task_metadata.json; tasks built by older code lack it: add "
+            "it, or delete the tasks directory and rebuild it with `python -m pipeline.corpus tasks`); every task uses the MLP",
+            stacklevel=2,
+        )
     seconds: dict[str, float] = {}
     task_scores: dict[str, TaskScore] = {}
     all_features = []
     for task in tasks:
         tick = time.perf_counter()
-        embeddings = embed_task(task, embedder)
+        uses_lid_head = lid_probe is not None and task.is_language_id
+        embeddings = embed_task(task, embedder, keep_frames=uses_lid_head)
         seconds[f"embed/{task.name}"] = time.perf_counter() - tick
         all_features.append(embeddings.all_features())
         tick = time.perf_counter()
-        task_scores[task.name], _ = probe_task(task, embeddings.splits, seeds=seeds, training=probe_training)
+        if uses_lid_head:
+            task_scores[task.name], _ = probe_task_lid(task, embeddings.frames, seeds=seeds, config=lid_probe)
+        else:
+            task_scores[task.name], _ = probe_task(task, embeddings.splits, seeds=seeds, training=probe_training)
         seconds[f"probe/{task.name}"] = time.perf_counter() - tick
         if progress is not None:
             score = task_scores[task.name]
             progress(
-                f"[evaluate] {task.name}: {score.metric} {score.mean:.3f} "
+                f"[evaluate] {task.name}: {score.metric} {score.mean:.3f} by {score.probe} "
                 f"(embed {seconds[f'embed/{task.name}']:.1f} s, probe {seconds[f'probe/{task.name}']:.1f} s)"
             )
     rankme_value = _rankme_of(np.concatenate(all_features), rankme_n)
@@ -101,6 +120,7 @@ def evaluate_checkpoint(
         q=quality_q({name: score.mean for name, score in task_scores.items()}),
         seeds=seeds,
         probe_protocol=asdict(probe_training),
+        lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
     )
 
@@ -116,13 +136,17 @@ def _rankme_of(features: np.ndarray, rankme_n: int):
     return rankme_with_shape(sample_fixed_n(features, n_samples=rankme_n, seed=RANKME_SEED))
 
 
+RESULT_COLUMNS = ["task", "metric", "mean", "ci_low", "ci_high", "probe"]  # probe: e.g. "mlp-hear", "lid-agent"
+
+
 def results_rows(result: EvaluationResult) -> list[dict]:
     """One row per task plus a summary row: the results table of the CSV and the console."""
     rows = [
-        {"task": task, "metric": score["metric"], "mean": score["mean"], "ci_low": score["ci_low"], "ci_high": score["ci_high"]}
+        {"task": task, "metric": score["metric"], "mean": score["mean"], "ci_low": score["ci_low"], "ci_high": score["ci_high"],
+         "probe": score.get("probe", "")}
         for task, score in result.task_scores.items()
     ]
-    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q, "ci_low": np.nan, "ci_high": np.nan})
+    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q, "ci_low": np.nan, "ci_high": np.nan, "probe": ""})
     return rows
 
 
@@ -134,7 +158,7 @@ def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Pat
     json_path.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     csv_path = directory / "evaluation.csv"
     with csv_path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["task", "metric", "mean", "ci_low", "ci_high"])
+        writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)
         writer.writeheader()
         writer.writerows(results_rows(result))
     return json_path, csv_path
@@ -143,12 +167,13 @@ def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Pat
 def format_table(result: EvaluationResult) -> str:
     """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
     lines = [
-        f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds",
-        f"{'task':<28}{'metric':<12}{'score':>8}   95% CI",
+        f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds, "
+        f"probe schedule {result.probe_protocol.get('schedule', '?')}",
+        f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI",
     ]
     for row in results_rows(result):
         interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {interval}")
+        lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {row['probe']:<14}{interval}")
     lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k})")
     lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
     return "\n".join(lines)

@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
+from models.frame_attention import ATTENTION_KINDS
 from pipeline import paths
 from pipeline.checkpoint import read_checkpoint_meta
 from pipeline.evaluate import DEFAULT_EVALUATE_RANKME_N, evaluate_checkpoint, format_table, write_results
 from pipeline.evaluate_tracking import checkpoint_dir_of_run, log_evaluation, pretraining_run_id
-from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.probe_grid import PROBE_SCHEDULES, ProbeTrainingConfig, full_grid, probe_schedule
+from pipeline.probe_lid import LidProbeConfig
 from pipeline.probes import DEFAULT_SEEDS
+
+NO_LID_HEAD = "none"
+
+
+def _describe_schedule(config: ProbeTrainingConfig) -> str:
+    layers = " or ".join(str(n) for n in config.hidden_layer_choices)
+    return (f"{layers} hidden layer(s) of 1024, {config.grid_points} of {len(full_grid(config.hidden_layer_choices))} "
+            f"grid points per seed, <= {config.max_epochs} epochs, patience {config.patience_checks} checks "
+            f"every {config.validate_every_epochs} epochs")
+
+
+def _probe_help() -> str:
+    return (
+        f"MLP probe schedule. hear: HEAR 2021's predictor schedule ({_describe_schedule(PROBE_SCHEDULES['hear'])}), "
+        "what the papers report. quick: the same probe family, cut down "
+        f"({_describe_schedule(PROBE_SCHEDULES['quick'])}); it exists because HEAR's schedule costs tens of "
+        "minutes per checkpoint on 2 CPU cores, too slow to score every trial of a CPU study. "
+        "The name is recorded in the results and in MLflow (probe_schedule)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,9 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory; None: $AUDIOSCALE_HOME/tasks")
     parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N, help="scene embeddings RankMe is measured on (seeded sample)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)")
-    parser.add_argument("--grid-points", type=int, default=ProbeTrainingConfig().grid_points, help="probe configs sampled per seed out of 16 (HEAR: 8)")
-    parser.add_argument("--max-epochs", type=int, default=ProbeTrainingConfig().max_epochs, help="probe epochs at most")
-    parser.add_argument("--patience", type=int, default=ProbeTrainingConfig().patience_checks, help="probe validation checks without improvement before stopping")
+    parser.add_argument("--probe", choices=sorted(PROBE_SCHEDULES), default="hear", help=_probe_help())
+    parser.add_argument("--grid-points", type=int, default=None, help="override: probe configs sampled per seed; None: the schedule's")
+    parser.add_argument("--max-epochs", type=int, default=None, help="override: probe epochs at most; None: the schedule's")
+    parser.add_argument("--patience", type=int, default=None, help="override: validation checks without improvement before stopping; None: the schedule's")
+    parser.add_argument(
+        "--lid-head", choices=(NO_LID_HEAD, *ATTENTION_KINDS), default=NO_LID_HEAD,
+        help="language-ID tasks only (task_metadata.json label_kind 'language': language_real, language_synthetic): "
+        "score them with the model zoo's attentive-statistics-pooling head with this attention on frame embeddings "
+        f"instead of the MLP on their mean (4 heads, width 64, dropout 0.2, Adam lr 1e-4, <= {LidProbeConfig().max_epochs} "
+        "epochs with early stopping on validation accuracy); none: the MLP everywhere",
+    )
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store")
     parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation")
     parser.add_argument("--device", default="cpu", help="torch device for the embeddings")
@@ -36,10 +66,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def probe_training_from(args: argparse.Namespace) -> ProbeTrainingConfig:
+    """The named schedule with the explicit overrides applied; bad overrides exit with a message."""
+    schedule = probe_schedule(args.probe)
+    overrides = {
+        field: value
+        for field, value in (("grid_points", args.grid_points), ("max_epochs", args.max_epochs), ("patience_checks", args.patience))
+        if value is not None
+    }
+    if any(value < 1 for value in overrides.values()):
+        raise SystemExit("--grid-points, --max-epochs and --patience must be positive")
+    grid_size = len(full_grid(schedule.hidden_layer_choices))
+    if overrides.get("grid_points", 1) > grid_size:
+        raise SystemExit(f"--grid-points {overrides['grid_points']}: the {args.probe} schedule's grid has {grid_size} points")
+    return dataclasses.replace(schedule, **overrides)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.seeds < 1 or args.rankme_n < 1:
         raise SystemExit("--seeds and --rankme-n must be positive")
+    probe_training = probe_training_from(args)
     checkpoint_dir = Path(args.checkpoint) if args.checkpoint else checkpoint_dir_of_run(args.tracking_uri, args.run_id)
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()
@@ -50,9 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         task_names=task_names,
         rankme_n=args.rankme_n,
         seeds=args.seeds,
-        probe_training=ProbeTrainingConfig(
-            grid_points=args.grid_points, max_epochs=args.max_epochs, patience_checks=args.patience
-        ),
+        probe_training=probe_training,
+        lid_probe=None if args.lid_head == NO_LID_HEAD else LidProbeConfig(attention=args.lid_head),
         device=args.device,
         progress=lambda line: print(line, flush=True),
     )

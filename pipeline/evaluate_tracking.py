@@ -2,7 +2,8 @@
 
 Where results go: a child run `evaluate-step<step>` of the pretraining run (found from the
 checkpoint's `pretrain_config.mlflow_run_id`, or given), holding every number, the parameters
-(tasks, seeds, RankMe N and K) and the JSON/CSV tables; the headline metrics (`eval_q`,
+(tasks, seeds, RankMe N and K, the probe schedule `probe_schedule`, `lid_head`, and which probe
+scored each task, `<task>/probe`) and the JSON/CSV tables; the headline metrics (`eval_q`,
 `eval_rankme`, `eval_rankme_n`, `eval_rankme_k`) are also logged on the pretraining run itself at
 the checkpoint's step, so Q and R sit beside the training curves. Without a pretraining run the
 evaluation run stands alone in the experiment `evaluate`.
@@ -80,7 +81,12 @@ def log_evaluation(
             "seeds": result.seeds,
             "rankme_n": result.rankme_n,
             "rankme_k": result.rankme_k,
+            # probe_schedule names the MLP schedule ("hear" | "quick"); the other probe_* its values.
             **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
+            "lid_head": (result.lid_probe or {}).get("attention", "none"),
+            **{f"lid_{key}": value for key, value in (result.lid_probe or {}).items() if key != "attention"},
+            # Which probe produced each task's score: "mlp-<schedule>" or "lid-<attention>".
+            **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
         }
     )
     metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k}

@@ -29,6 +29,7 @@ INITS = ("xavier_uniform", "xavier_normal")
 class ProbeTrainingConfig:
     """Training schedule of the HEAR predictor; the defaults are HEAR's."""
 
+    schedule: str = "hear"  # the named schedule these values start from (PROBE_SCHEDULES); recorded with results
     batch_size: int = 1024
     max_epochs: int = 500
     validate_every_epochs: int = 3
@@ -41,7 +42,17 @@ class ProbeTrainingConfig:
 # MLPs; the 1024 x 1024 second layer dominates), i.e. tens of minutes per checkpoint. CPU studies
 # score every trial, so their default profile uses this cheaper schedule: the same probe family
 # with one hidden layer of 1024, 2 of its 8 grid points, at most 45 epochs, patience 5 checks.
-QUICK_PROBE_TRAINING = ProbeTrainingConfig(max_epochs=45, patience_checks=5, grid_points=2, hidden_layer_choices=(1,))
+QUICK_PROBE_TRAINING = ProbeTrainingConfig(
+    schedule="quick", max_epochs=45, patience_checks=5, grid_points=2, hidden_layer_choices=(1,)
+)
+PROBE_SCHEDULES = {"hear": ProbeTrainingConfig(), "quick": QUICK_PROBE_TRAINING}
+
+
+def probe_schedule(name: str) -> ProbeTrainingConfig:
+    """The named probe schedule ("hear" | "quick")."""
+    if name not in PROBE_SCHEDULES:
+        raise ValueError(f"unknown probe schedule {name!r}; choose one of {', '.join(PROBE_SCHEDULES)}")
+    return PROBE_SCHEDULES[name]
 
 
 @dataclass(frozen=True, kw_only=True)

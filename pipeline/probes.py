@@ -66,4 +66,4 @@ def probe_task(
             fold_scores.append(result.test_score)
             grid_results.append(result)
         seed_scores.append(float(np.mean(fold_scores)))
-    return task_score_from_seeds(task.primary_metric, seed_scores), grid_results
+    return task_score_from_seeds(task.primary_metric, seed_scores, probe=f"mlp-{training.schedule}"), grid_results

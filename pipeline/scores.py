@@ -23,13 +23,16 @@ CONFIDENCE = 0.95
 
 @dataclass(frozen=True, kw_only=True)
 class TaskScore:
-    """A task's test score over seeds. `metric` is the task's primary metric."""
+    """A task's test score over seeds. `metric` is the task's primary metric; `probe` names what
+    produced it ("mlp-hear", "mlp-quick": the HEAR MLP on scene embeddings under that schedule;
+    "lid-agent" etc.: the language-ID head on frame embeddings, pipeline.probe_lid)."""
 
     metric: str
     mean: float
     ci_low: float
     ci_high: float
     seed_scores: tuple[float, ...]
+    probe: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self) | {"seed_scores": list(self.seed_scores)}
@@ -47,9 +50,11 @@ def mean_confidence_interval(values: Sequence[float], confidence: float = CONFID
     return mean, mean - half_width, mean + half_width
 
 
-def task_score_from_seeds(metric: str, seed_scores: Sequence[float]) -> TaskScore:
+def task_score_from_seeds(metric: str, seed_scores: Sequence[float], *, probe: str = "") -> TaskScore:
     mean, low, high = mean_confidence_interval(seed_scores)
-    return TaskScore(metric=metric, mean=mean, ci_low=low, ci_high=high, seed_scores=tuple(float(s) for s in seed_scores))
+    return TaskScore(
+        metric=metric, mean=mean, ci_low=low, ci_high=high, seed_scores=tuple(float(s) for s in seed_scores), probe=probe
+    )
 
 
 def quality_q(task_means: Mapping[str, float]) -> float:

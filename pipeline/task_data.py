@@ -18,6 +18,11 @@ import soundfile
 
 HEAR_SAMPLE_RATE_HZ = 16_000
 TRAIN_VALID_TEST = ("train", "valid", "test")
+# `label_kind` in task_metadata.json (an audioscale addition to the HEAR format) says what the labels
+# name. "language" marks language-ID tasks, which `pipeline.evaluate --lid-head` probes with an
+# attentive head on frame embeddings; the task builders write it (pipeline/tasks), and any other
+# HEAR task directory can opt in by adding the field. Missing = unspecified.
+LANGUAGE_LABEL_KIND = "language"
 
 
 class TaskFormatError(ValueError):
@@ -33,10 +38,15 @@ class TaskInfo:
     split_mode: str
     splits: tuple[str, ...]
     labels: tuple[str, ...]  # index -> label, from labelvocabulary.csv
+    label_kind: str = ""  # what the labels name ("language", ...), from task_metadata.json
 
     @property
     def multilabel(self) -> bool:
         return self.prediction_type == "multilabel"
+
+    @property
+    def is_language_id(self) -> bool:
+        return self.label_kind == LANGUAGE_LABEL_KIND
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +96,7 @@ def read_task_info(task_dir: str | Path) -> TaskInfo:
         split_mode=str(metadata.get("split_mode", "trainvaltest")),
         splits=split_names or TRAIN_VALID_TEST,
         labels=tuple(label for _, label in rows),
+        label_kind=str(metadata.get("label_kind") or ""),
     )
 
 

@@ -1,4 +1,9 @@
-"""Scene embeddings of every split of a HEAR task, computed once and reused by every probe run."""
+"""Embeddings of every split of a HEAR task, computed once and reused by every probe run.
+
+Each clip goes through the frozen model once: its frame features give the scene embedding (their
+mean, as `FrameEmbedder.scene_embeddings` computes it) and, when asked (language-ID tasks probed
+with the LID head), are also kept, right-padded per split, for `pipeline.probe_lid`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import numpy as np
 
 from pipeline.embeddings import FrameEmbedder
 from pipeline.probe_grid import SplitArrays
+from pipeline.probe_lid import FrameSplit, pad_frame_features
 from pipeline.probes import split_arrays
 from pipeline.task_data import TaskInfo, encode_targets, probe_splits, read_split_labels, read_task_audio
 
@@ -16,23 +22,33 @@ from pipeline.task_data import TaskInfo, encode_targets, probe_splits, read_spli
 class TaskEmbeddings:
     task: TaskInfo
     splits: dict[str, SplitArrays]  # split name -> scene embeddings (n, dim) and targets
+    frames: dict[str, FrameSplit] | None = None  # split name -> padded frame embeddings, when kept
 
     def all_features(self) -> np.ndarray:
         """Every clip's scene embedding (n_clips, dim), all splits, in split order."""
         return np.concatenate([split.features.numpy() for split in self.splits.values()])
 
 
-def embed_task(task: TaskInfo, embedder: FrameEmbedder) -> TaskEmbeddings:
-    """Read each split's audio clip by clip (bounded memory) and embed it with the frozen model."""
+def embed_task(task: TaskInfo, embedder: FrameEmbedder, *, keep_frames: bool = False) -> TaskEmbeddings:
+    """Read each split's audio clip by clip and embed it with the frozen model. Memory: the scene
+    embeddings, plus every clip's frame features when `keep_frames` (multiclass tasks only)."""
+    if keep_frames and task.multilabel:
+        raise ValueError(f"task {task.name}: frame embeddings are kept for the multiclass LID probe; the task is multilabel")
     needed = sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)})
-    splits = {}
+    splits, frames = {}, {}
     for split in needed:
         labels = read_split_labels(task, split)
         if not labels:
             raise ValueError(f"task {task.name}: split {split} has no clips ({task.directory}/{split}.json)")
         file_names = sorted(labels)
         waves = (read_task_audio(task, split, name) for name in file_names)
-        features = embedder.scene_embeddings(waves)  # (n, dim)
         targets = encode_targets(task, [labels[name] for name in file_names])
-        splits[split] = split_arrays(features, targets)
-    return TaskEmbeddings(task=task, splits=splits)
+        pooled, kept = [], []
+        for clip_frames in embedder.iter_frame_features(waves):  # (frames_i, dim) float32
+            pooled.append(clip_frames.mean(axis=0))
+            if keep_frames:
+                kept.append(clip_frames)
+        splits[split] = split_arrays(np.stack(pooled).astype(np.float32, copy=False), targets)
+        if keep_frames:
+            frames[split] = pad_frame_features(kept, targets)
+    return TaskEmbeddings(task=task, splits=splits, frames=frames if keep_frames else None)

@@ -31,6 +31,7 @@ class TaskSpec:
     sample_duration_s: float
     held_out: str  # what the test split holds out, e.g. "soundfont"
     notes: str = ""  # caveats a user must know (confounds, small sizes)
+    label_kind: str = ""  # what the labels name; LANGUAGE_LABEL_KIND marks language-ID tasks (pipeline.task_data)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,6 +90,7 @@ def write_hear_task(tasks_dir: Path, build: TaskBuild, *, mode: str) -> dict:
         "prediction_type": "multiclass", "split_mode": "trainvaltest", "splits": list(SPLITS),
         "sample_duration": spec.sample_duration_s, "evaluation": ["top1_acc"], "description": spec.description,
         "held_out": spec.held_out, "notes": spec.notes, "skipped_sources": build.skipped,
+        "label_kind": spec.label_kind,
     }
     _dump_json(task_dir / "task_metadata.json", metadata)
     counts = {split: dict(sorted(collections.Counter(labels[0] for labels in split_labels[split].values()).items()))

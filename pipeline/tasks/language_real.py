@@ -17,6 +17,7 @@ from pipeline.corpus_sources.asterisk import prepare_asterisk_prompts
 from pipeline.corpus_sources.audio_io import decode_or_reason
 from pipeline.corpus_sources.holdout import LANGUAGE_SECOND_SPEAKERS, prompt_split
 from pipeline.corpus_sources.parallel import map_ordered
+from pipeline.task_data import LANGUAGE_LABEL_KIND
 from pipeline.tasks.clip_shaping import seconds_to_samples, shape_clip
 from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
@@ -27,7 +28,8 @@ NON_SPEECH_PROMPTS = {"beep", "beeperr", "ascending-2tone", "descending-2tone"} 
 TINY_CLIPS_PER_LANGUAGE = {"train": 10, "valid": 3, "test": 5}
 
 SPEC = TaskSpec(
-    name="language_real", labels=LANGUAGES, sample_duration_s=SAMPLE_DURATION_S, held_out="prompt text; second speakers",
+    name="language_real", labels=LANGUAGES, label_kind=LANGUAGE_LABEL_KIND,
+    sample_duration_s=SAMPLE_DURATION_S, held_out="prompt text; second speakers",
     description="Spoken language (en/es/fr/it/ru) of real studio telephone prompts (asterisk sound packages).",
     notes=("Confound: train has one speaker per language (en and es share one speaker, Allison), so part of "
            "the score can come from speaker identity. Test prompts have texts absent from train, and the test "

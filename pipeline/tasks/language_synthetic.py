@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline.corpus_sources import espeak
 from pipeline.corpus_sources.holdout import TEST_VOICE_VARIANTS, TRAIN_VOICE_VARIANTS, VALID_VOICE_VARIANTS
+from pipeline.task_data import LANGUAGE_LABEL_KIND
 from pipeline.tasks.clip_shaping import shape_clip, trim_leading_silence
 from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
@@ -22,7 +23,8 @@ CLIPS_PER_LANGUAGE = {"train": 120, "valid": 20, "test": 40}
 TINY_CLIPS_PER_LANGUAGE = {"train": 6, "valid": 2, "test": 3}
 
 SPEC = TaskSpec(
-    name="language_synthetic", labels=LANGUAGES, sample_duration_s=SAMPLE_DURATION_S, held_out="voice variant; words",
+    name="language_synthetic", labels=LANGUAGES, label_kind=LANGUAGE_LABEL_KIND,
+    sample_duration_s=SAMPLE_DURATION_S, held_out="voice variant; words",
     description="Spoken language of espeak-ng speech (random words from Debian word lists) in 9 languages.",
     notes="Synthetic speech: the same formant synthesizer for all languages; test voice variants and words are unseen in train.",
 )

@@ -18,12 +18,16 @@ def _tone(rng: np.random.Generator, frequency_hz: float, seconds: float) -> np.n
     return wave + 0.02 * rng.standard_normal(len(t))
 
 
-def _write_task(root: Path, name: str, prediction_type: str, labels: list[str], clips: dict[str, list[tuple[np.ndarray, list[str]]]]) -> None:
+def _write_task(
+    root: Path, name: str, prediction_type: str, labels: list[str], clips: dict[str, list[tuple[np.ndarray, list[str]]]],
+    *, extra_metadata: dict | None = None,
+) -> None:
     task_dir = root / name
     metric = "top1_acc" if prediction_type == "multiclass" else "mAP"
     metadata = {
         "task_name": name, "version": "test", "embedding_type": "scene", "prediction_type": prediction_type,
         "split_mode": "trainvaltest", "splits": list(clips), "sample_duration": 1.0, "evaluation": [metric],
+        **(extra_metadata or {}),
     }
     task_dir.mkdir(parents=True)
     (task_dir / "task_metadata.json").write_text(json.dumps(metadata))
@@ -64,4 +68,35 @@ def build_tiny_tasks(root: Path, *, clips_per_class: dict[str, int] | None = Non
             items.append((wave, [label for label, on in (("tone", has_tone), ("noise", has_noise)) if on]))
         mixtures[split] = items
     _write_task(root, "mixtures", "multilabel", ["tone", "noise"], mixtures)
+    return root
+
+
+def _syllables(rng: np.random.Generator, pitches_hz: tuple[float, ...], syllables_per_s: float, seconds: float) -> np.ndarray:
+    """A toy "language": tone syllables cycling through `pitches_hz` at a given rate, with jitter."""
+    n_samples = int(seconds * SAMPLE_RATE_HZ)
+    wave = 0.01 * rng.standard_normal(n_samples)
+    syllable = int(SAMPLE_RATE_HZ / (syllables_per_s * rng.uniform(0.9, 1.1)))
+    offset = int(rng.integers(len(pitches_hz)))
+    for index, start in enumerate(range(int(rng.integers(syllable)), n_samples - syllable // 2, syllable)):
+        length = min(syllable * 2 // 3, n_samples - start)
+        hz = pitches_hz[(index + offset) % len(pitches_hz)] * rng.uniform(0.97, 1.03)
+        t = np.arange(length) / SAMPLE_RATE_HZ
+        wave[start : start + length] += 0.4 * np.hanning(length) * np.sin(2 * np.pi * hz * t)
+    return wave
+
+
+# Toy languages told apart by their syllable pitch pattern and rate (all share the 300-600 Hz range).
+TOY_LANGUAGES = {"alto": ((300.0, 600.0), 4.0), "basso": ((450.0,), 6.0), "canto": ((300.0, 450.0, 600.0), 3.0)}
+
+
+def build_tiny_language_task(root: Path, *, clips_per_class: dict[str, int] | None = None, seed: int = 1,
+                             name: str = "toy_language") -> Path:
+    """A multiclass task marked language-ID (`label_kind: language`) of 2 s toy-language clips."""
+    per_class = clips_per_class or {"train": 12, "valid": 5, "test": 6}
+    rng = np.random.default_rng(seed)
+    clips = {
+        split: [(_syllables(rng, pitches, rate, 2.0), [label]) for label, (pitches, rate) in TOY_LANGUAGES.items() for _ in range(n)]
+        for split, n in per_class.items()
+    }
+    _write_task(root, name, "multiclass", list(TOY_LANGUAGES), clips, extra_metadata={"label_kind": "language", "sample_duration": 2.0})
     return root

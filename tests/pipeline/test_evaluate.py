@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -12,7 +13,7 @@ import models
 from pipeline.checkpoint import save_model_checkpoint
 from pipeline.evaluate import evaluate_checkpoint
 from pipeline.evaluate_cli import main
-from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.probe_grid import PROBE_SCHEDULES, ProbeTrainingConfig
 from pipeline.task_data import TaskFormatError
 from pipeline.tracking import read_run, start_or_resume_run, list_artifacts
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
@@ -73,7 +74,8 @@ def test_cli_logs_to_mlflow_and_writes_tables(tmp_path, tasks_dir, tracking_uri,
     assert sorted(list_artifacts(tracking_uri, saved["run_id"], "evaluation")) == [
         "evaluation/evaluation.csv", "evaluation/evaluation.json"]
     csv_lines = (output / "evaluation.csv").read_text().splitlines()
-    assert csv_lines[0] == "task,metric,mean,ci_low,ci_high" and csv_lines[1].startswith("tones,top1_acc,")
+    assert csv_lines[0] == "task,metric,mean,ci_low,ci_high,probe" and csv_lines[1].startswith("tones,top1_acc,")
+    assert csv_lines[1].endswith(",mlp-hear")
 
 
 def test_cli_with_run_id_finds_checkpoint_and_logs_under_pretraining_run(tmp_path, tasks_dir, tracking_uri):
@@ -91,3 +93,34 @@ def test_cli_with_run_id_finds_checkpoint_and_logs_under_pretraining_run(tmp_pat
     child = read_run(tracking_uri, saved["run_id"])
     assert child["tags"]["mlflow.parentRunId"] == pretraining.run_id
     assert not math.isnan(child["metrics"]["q"][0][1])
+
+
+def test_probe_flag_names_the_schedule_and_overrides_apply_on_top(tmp_path, tasks_dir, tracking_uri):
+    output = tmp_path / "out"
+    assert main(["--checkpoint", str(_checkpoint(tmp_path / "ckpt")), "--tasks-dir", str(tasks_dir), "--tasks", "tones",
+                 "--tracking-uri", tracking_uri, "--output", str(output), "--probe", "quick", "--max-epochs", "6",
+                 "--seeds", "2", "--rankme-n", "40"]) == 0
+    saved = json.loads((output / "evaluation.json").read_text())
+    quick = PROBE_SCHEDULES["quick"]
+    # The quick schedule's values, except the one overridden.
+    assert saved["probe_protocol"] == {**dataclasses.asdict(quick), "max_epochs": 6, "hidden_layer_choices": [1]}
+    assert saved["probe_protocol"]["schedule"] == "quick" and quick.max_epochs != 6
+    assert saved["task_scores"]["tones"]["probe"] == "mlp-quick"
+    assert (output / "evaluation.csv").read_text().splitlines()[1].endswith(",mlp-quick")
+    params = read_run(tracking_uri, saved["run_id"])["params"]
+    assert (params["probe_schedule"], params["probe_max_epochs"], params["probe_grid_points"]) == ("quick", "6", "2")
+    assert (params["tones/probe"], params["lid_head"]) == ("mlp-quick", "none")
+
+
+def test_help_explains_the_schedules_and_bad_overrides_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "hear: HEAR 2021's predictor schedule (1 or 2 hidden layer(s) of 1024, 8 of 16 grid points" in text
+    assert "quick: the same probe family" in text and "tens of minutes per checkpoint on 2 CPU cores" in text
+    assert "agent" in text and "language-ID tasks only" in text
+    checkpoint = str(tmp_path / "never-read")
+    with pytest.raises(SystemExit, match="grid has 8 points"):
+        main(["--checkpoint", checkpoint, "--probe", "quick", "--grid-points", "9"])
+    with pytest.raises(SystemExit, match="must be positive"):
+        main(["--checkpoint", checkpoint, "--patience", "0"])

@@ -55,3 +55,15 @@ def test_event_tasks_are_refused(tmp_path, tasks_dir):
     (tmp_path / "task_metadata.json").write_text(json.dumps(metadata | {"embedding_type": "event"}))
     with pytest.raises(TaskFormatError, match="scene tasks only"):
         read_task_info(tmp_path)
+
+
+def test_task_builders_mark_exactly_the_language_tasks(tmp_path):
+    from pipeline.tasks import language_real, language_synthetic, pitch
+    from pipeline.tasks.clip_shaping import seconds_to_samples
+    from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, write_hear_task
+
+    for spec, is_language in ((language_real.SPEC, True), (language_synthetic.SPEC, True), (pitch.SPEC, False)):
+        wave = np.zeros(seconds_to_samples(spec.sample_duration_s), np.float32)
+        clips = [LabeledClip(split=split, label=spec.labels[0], wave=wave, source={}) for split in ("train", "valid", "test")]
+        write_hear_task(tmp_path, TaskBuild(spec=spec, clips=clips), mode="tiny")
+        assert read_task_info(tmp_path / spec.name).is_language_id is is_language
