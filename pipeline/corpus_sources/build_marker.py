@@ -22,18 +22,38 @@ class OutputDirectoryError(RuntimeError):
 def is_complete(output_dir: Path, settings: dict) -> bool:
     """True when `output_dir` holds a finished build with exactly `settings`.
 
-    Raises `OutputDirectoryError` for a finished build with other settings.
+    A finished build whose settings differ only by an older `format_version` is not complete: it
+    is handed back to `start_build` to be redone. Raises `OutputDirectoryError` for a finished
+    build with other settings.
     """
     marker = output_dir / COMPLETE_MARKER
     if not marker.is_file():
         return False
     recorded = json.loads(marker.read_text())
+    if _is_older_format_of(recorded, settings):
+        # Our own build from older code with the same user settings: nothing of the user's to
+        # protect, so flag it as ours-in-progress and let start_build wipe and redo it.
+        print(f"[build] {output_dir} was built by an older format (version {recorded.get('format_version')}, "
+              f"now {settings.get('format_version')}); rebuilding it")
+        (output_dir / IN_PROGRESS_MARKER).write_text("")
+        marker.unlink()
+        return False
     if recorded != settings:
         raise OutputDirectoryError(
             f"{output_dir} already holds a build with other settings ({recorded}); "
             f"choose another --output or delete that directory to rebuild with {settings}"
         )
     return True
+
+
+def _is_older_format_of(recorded: dict, settings: dict) -> bool:
+    """Same settings except a lower `format_version` (absent counts as version 1)."""
+    if "format_version" not in settings:
+        return False
+    others_equal = {k: v for k, v in recorded.items() if k != "format_version"} == {
+        k: v for k, v in settings.items() if k != "format_version"
+    }
+    return others_equal and int(recorded.get("format_version", 1)) < int(settings["format_version"])
 
 
 def start_build(output_dir: Path) -> None:

@@ -26,7 +26,8 @@ TASK_BUILDERS = {
     "drum_type": drum_type.build,
     "speaker_count": speaker_count.build,
 }
-FORMAT_VERSION = 1
+# 2: task_metadata.json gained `label_kind` (language-ID tasks for the LID probe); older builds are rebuilt.
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import soundfile
 
 from pipeline.corpus import main
-from pipeline.corpus_sources import holdout
+from pipeline.corpus_sources import build_marker, holdout
 from pipeline.tasks.baseline import run_baseline
 from pipeline.tasks.build import TASK_BUILDERS, TasksConfig, build_tasks
 from pipeline.tasks.hear_writer import SPLITS
@@ -135,3 +136,22 @@ def test_tasks_second_run_does_nothing(tiny_tasks: Path, capsys):
 def test_tasks_other_settings_on_a_built_directory_fail_clearly(tiny_tasks: Path, capsys):
     assert main(["tasks", "--output", str(tiny_tasks), "--tiny", "--seed", "7", "--no-baseline"]) == 2
     assert "other settings" in capsys.readouterr().err
+
+
+def test_tasks_built_by_an_older_format_are_rebuilt_with_the_same_bytes(tiny_tasks: Path, tmp_path: Path, capsys):
+    stale = tmp_path / "stale"
+    shutil.copytree(tiny_tasks, stale)
+    marker = stale / build_marker.COMPLETE_MARKER
+    old_settings = json.loads(marker.read_text()) | {"format_version": 1}
+    marker.write_text(json.dumps(old_settings))
+    for metadata_path in stale.glob("*/task_metadata.json"):  # what format 1 wrote: no label_kind
+        metadata = json.loads(metadata_path.read_text())
+        metadata.pop("label_kind")
+        metadata_path.write_text(json.dumps(metadata))
+    (stale / "leftover_from_old_code.txt").write_text("x")
+    assert main(["tasks", "--output", str(stale), "--tiny", "--no-baseline"]) == 0
+    assert "older format (version 1, now 2); rebuilding" in capsys.readouterr().out
+    assert hash_tree(stale) == hash_tree(tiny_tasks)
+    language_tasks = {path.parent.name for path in stale.glob("*/task_metadata.json")
+                      if json.loads(path.read_text()).get("label_kind") == "language"}
+    assert language_tasks == {"language_real", "language_synthetic"}
