@@ -75,8 +75,11 @@ def count_short_segments(shard_dir: str | Path, *, crop_frames: int, min_frames:
 
 
 def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, normalize: bool = True,
-                       split: str | None = None, min_frames: int | None = None, num_cpus_per_task: float = 0.5):
-    """See the module docstring; fractional CPUs keep the reader from starving training workers."""
+                       split: str | None = None, min_frames: int | None = None, num_cpus_per_task: float = 0.5,
+                       file_order_seed: int | None = None):
+    """See the module docstring; fractional CPUs keep the reader from starving training workers.
+
+    `file_order_seed`: read the part files in an order shuffled with this seed (None: sorted order)."""
     import ray.data
 
     if crop_frames <= 0:
@@ -105,5 +108,10 @@ def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, no
     )
     # The filesystem travels with the read tasks, so every node opens the same bucket or folder.
     # Shards are never hive-partitioned: a `key=value` folder in the location is just a name.
-    dataset = ray.data.read_parquet(files, filesystem=location.filesystem, columns=columns, partitioning=None)
+    # A file-order shuffle happens at read time and keeps the read streaming, unlike a block-order
+    # shuffle after it (an all-to-all barrier that waits for every block before the first batch).
+    shuffle = None if file_order_seed is None else ray.data.FileShuffleConfig(seed=file_order_seed, reseed_after_execution=False)
+    dataset = ray.data.read_parquet(
+        files, filesystem=location.filesystem, columns=columns, partitioning=None, shuffle=shuffle
+    )
     return dataset.map_batches(udf, batch_format="pyarrow", batch_size=64, num_cpus=num_cpus_per_task)

@@ -165,11 +165,13 @@ def crop_dataset(
     normalize: bool = True,
     split: str | None = None,
     min_frames: int | None = None,
+    file_order_seed: int | None = None,
 ):
     """Ray Dataset of fixed-size random crops, one per segment row: column "mel" float32
     (crop_frames, n_mels). See `pipeline.crops.build_crop_dataset` for the policies."""
     from pipeline.crops import build_crop_dataset
 
     return build_crop_dataset(
-        shard_dir, crop_frames=crop_frames, seed=seed, normalize=normalize, split=split, min_frames=min_frames
+        shard_dir, crop_frames=crop_frames, seed=seed, normalize=normalize, split=split, min_frames=min_frames,
+        file_order_seed=file_order_seed,
     )

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import ray.data
 import soundfile
 from prep_helpers import labeled_shards
 
@@ -135,3 +136,37 @@ def test_stereo_source_rows_equal_the_mono_mean(tmp_path):
     soundfile.write(tmp_path / "s.wav", np.stack([left, np.zeros_like(left)], axis=1), 16_000, subtype="FLOAT")
     wave, _ = load_audio(tmp_path / "s.wav")
     np.testing.assert_allclose(wave, left / 2, atol=1e-7)
+
+
+def _crops_in_read_order(shards, *, file_order_seed):
+    context = ray.data.DataContext.get_current()
+    preserve_order = context.execution_options.preserve_order
+    context.execution_options.preserve_order = True  # rows come out in read order, not completion order
+    try:
+        dataset = crop_dataset(shards, crop_frames=100, seed=3, file_order_seed=file_order_seed)
+        return np.stack([row["mel"] for row in dataset.take_all()])
+    finally:
+        context.execution_options.preserve_order = preserve_order
+
+
+def _file_order(shards, crops) -> tuple[int, ...]:
+    """Which part file each run of crops came from, in the order they were read."""
+    per_file = [crop_udf(seed=3)(pq.read_table(path))["mel"] for path in part_files(shards)]
+    order, row = [], 0
+    while row < len(crops):
+        match = next(i for i, block in enumerate(per_file)
+                     if i not in order and len(block) and np.array_equal(crops[row : row + len(block)], block))
+        order.append(match)
+        row += len(per_file[match])
+    return tuple(order)
+
+
+def test_file_order_seed_shuffles_whole_files_reproducibly(shards):
+    assert sum(1 for path in part_files(shards) if pq.read_metadata(path).num_rows) >= 3, "the fixture needs several part files for an order to mean anything"
+    orders = {seed: _file_order(shards, _crops_in_read_order(shards, file_order_seed=seed)) for seed in range(6)}
+    files_with_rows = [i for i, path in enumerate(part_files(shards)) if pq.read_metadata(path).num_rows]
+    assert all(sorted(order) == files_with_rows for order in orders.values())  # every file read exactly once
+    assert len(set(orders.values())) >= 2  # seeds give different file orders
+    assert _file_order(shards, _crops_in_read_order(shards, file_order_seed=4)) == orders[4]  # and repeat
+    unshuffled = _crops_in_read_order(shards, file_order_seed=None)
+    assert sorted(map(bytes, unshuffled)) == sorted(map(bytes, _crops_in_read_order(shards, file_order_seed=1)))
