@@ -1,8 +1,8 @@
 """The data side of pretraining: which crops the workers stream, and the RankMe sample.
 
 Fresh crops every epoch: `crop_dataset` draws one crop per segment from (seed, clip id), so a
-dataset re-read with the same seed repeats its crops. One training pass is therefore a union of
-`epochs_per_pass` crop datasets with seeds seed, seed+1, ...: enough epochs that one pass covers
+dataset re-read with the same seed repeats its crops. One training pass therefore holds
+`epochs_per_pass` epochs cropped with seeds seed, seed+1, ...: enough epochs that one pass covers
 every step of the run (capped; a longer run starts the pass again). Segments are 10 s and crops
 2 s in the default setup, so fixed crops would leave most of every segment unseen.
 """
@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from pipeline.pretrain_config import PretrainConfig
+from pipeline.crops import read_crops
 from pipeline.shards import crop_dataset, read_manifest
 
 MAX_EPOCHS_PER_PASS = 16
@@ -48,25 +49,27 @@ def build_training_dataset(config: PretrainConfig, *, crop_frames: int):
 
     Each epoch reads the part files in its own seeded order; the workers' local shuffle buffer
     mixes rows within that. No block-order shuffle: it is an all-to-all barrier that read and
-    cropped every epoch of the pass before the first step (40 s of a 100-step debug run).
+    cropped every epoch of the pass before the first step (40 s of a 100-step debug run). The
+    epochs are one dataset, not a union of per-epoch datasets: one execution to start, not several.
     """
     manifest = read_manifest(config.shards_dir)
-    epochs = epochs_per_pass(config, int(manifest["num_rows"]))
-    passes = [
-        crop_dataset(config.shards_dir, crop_frames=crop_frames, seed=config.seed + e, file_order_seed=config.seed + e)
-        for e in range(epochs)
-    ]
-    return passes[0].union(*passes[1:]) if epochs > 1 else passes[0]
+    return crop_dataset(
+        config.shards_dir,
+        crop_frames=crop_frames,
+        seed=config.seed,
+        file_order_seed=config.seed,
+        epochs=epochs_per_pass(config, int(manifest["num_rows"])),
+    )
 
 
 def load_rankme_crops(config: PretrainConfig, *, crop_frames: int) -> torch.Tensor:
     """A fixed set of up to `rankme_num_clips` crops, float32 (clips, crop_frames, n_mels)."""
     source = config.rankme_shards_dir or config.shards_dir
-    dataset = crop_dataset(source, crop_frames=crop_frames, seed=RANKME_SEED).limit(config.rankme_num_clips)
-    rows = dataset.take_all()
-    if not rows:
+    # Read in this process: a Ray Data job for a few hundred crops cost ~14 s per run to start.
+    crops = read_crops(source, crop_frames=crop_frames, seed=RANKME_SEED, limit=config.rankme_num_clips)
+    if not len(crops):
         raise ValueError(f"no crops of {crop_frames} frames in {source} for RankMe")
-    return torch.stack([torch.tensor(row["mel"]) for row in rows])  # copies: Ray's arrays are read-only
+    return torch.from_numpy(crops)
 
 
 def iterate_micro_batches(

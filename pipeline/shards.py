@@ -166,6 +166,7 @@ def crop_dataset(
     split: str | None = None,
     min_frames: int | None = None,
     file_order_seed: int | None = None,
+    epochs: int = 1,
 ):
     """Ray Dataset of fixed-size random crops, one per segment row: column "mel" float32
     (crop_frames, n_mels). See `pipeline.crops.build_crop_dataset` for the policies."""
@@ -173,5 +174,5 @@ def crop_dataset(
 
     return build_crop_dataset(
         shard_dir, crop_frames=crop_frames, seed=seed, normalize=normalize, split=split, min_frames=min_frames,
-        file_order_seed=file_order_seed,
+        file_order_seed=file_order_seed, epochs=epochs,
     )

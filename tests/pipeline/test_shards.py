@@ -10,7 +10,7 @@ import ray.data
 import soundfile
 from prep_helpers import labeled_shards
 
-from pipeline.crops import CropBatch, count_short_segments, crop_or_pad
+from pipeline.crops import CropBatch, count_short_segments, crop_or_pad, read_crops
 from pipeline.frontend import compute_log_mel, get_preset, load_audio, to_mono_16k
 from pipeline.shards import crop_dataset, mel_from_row, part_files, read_manifest, read_shard_table
 
@@ -170,3 +170,24 @@ def test_file_order_seed_shuffles_whole_files_reproducibly(shards):
     assert _file_order(shards, _crops_in_read_order(shards, file_order_seed=4)) == orders[4]  # and repeat
     unshuffled = _crops_in_read_order(shards, file_order_seed=None)
     assert sorted(map(bytes, unshuffled)) == sorted(map(bytes, _crops_in_read_order(shards, file_order_seed=1)))
+
+
+def test_epochs_in_one_dataset_repeat_the_rows_with_each_epochs_own_crops(shards):
+    def crops_of(dataset) -> list[bytes]:
+        return sorted(bytes(row["mel"]) for row in dataset.take_all())
+
+    two_epochs = crops_of(crop_dataset(shards, crop_frames=100, seed=3, file_order_seed=0, epochs=2))
+    epoch_0 = crops_of(crop_dataset(shards, crop_frames=100, seed=3))
+    epoch_1 = crops_of(crop_dataset(shards, crop_frames=100, seed=4))
+    assert len(epoch_0) == 8 and epoch_0 != epoch_1  # every row (>= 50 frames); fresh crops in epoch 2
+    assert two_epochs == sorted(epoch_0 + epoch_1)
+    with pytest.raises(ValueError, match="epochs must be at least 1"):
+        crop_dataset(shards, crop_frames=100, seed=3, epochs=0)
+
+
+def test_read_crops_without_ray_gives_the_first_crops_of_the_unshuffled_dataset(shards):
+    in_order = _crops_in_read_order(shards, file_order_seed=None)
+    first_five = read_crops(shards, crop_frames=100, seed=3, limit=5)
+    assert first_five.dtype == np.float32 and first_five.shape == (5, 100, 80)
+    np.testing.assert_array_equal(first_five, in_order[:5])
+    np.testing.assert_array_equal(read_crops(shards, crop_frames=100, seed=3, limit=1000), in_order)
