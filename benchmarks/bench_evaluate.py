@@ -78,29 +78,39 @@ def main() -> int:
     parser.add_argument("--model", default="mae-debug")
     parser.add_argument("--seeds", type=int, default=CPU_PROFILE_SEEDS)
     parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N)
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the target is for 2 CPU cores)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads with --workers 1 (the target is for 2 CPU cores)")
+    parser.add_argument("--workers", type=int, default=2, help="tasks scored at once, one thread each (2 cores: 2)")
+    parser.add_argument("--compare-serial", action="store_true",
+                        help="time the quick schedule with one process first, and check both give the same scores")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tasks_dir = (args.tasks_dir or paths.default_tasks_dir()).resolve()
     ensure_tasks(tasks_dir)
     task_names = None if args.tasks == "all" else [name.strip() for name in args.tasks.split(",") if name.strip()]
     lid_probe = None if args.lid_head == "none" else LidProbeConfig(attention=args.lid_head)
-    schedules = ["quick"] + (["hear"] if args.schedule == "hear" else [])
+    schedules = (["quick-serial"] if args.compare_serial else []) + ["quick"] + (["hear"] if args.schedule == "hear" else [])
     with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch:
         checkpoint = args.checkpoint or fresh_checkpoint(Path(scratch) / "checkpoint", args.model)
-        totals = {}
+        totals, scores = {}, {}
         for name in schedules:
+            workers = 1 if name == "quick-serial" else args.workers
             started = time.perf_counter()
             result = evaluate_checkpoint(
                 checkpoint, tasks_dir=tasks_dir, task_names=task_names, rankme_n=args.rankme_n, seeds=args.seeds,
-                probe_training=probe_schedule(name), lid_probe=lid_probe,
-                progress=lambda line: print(line, flush=True),
+                probe_training=probe_schedule(name.removesuffix("-serial")), lid_probe=lid_probe,
+                progress=lambda line: print(line, flush=True), workers=workers,
             )
-            totals[name] = print_timings(f"{name} schedule", result, time.perf_counter() - started)
+            label = f"{name.removesuffix('-serial')} schedule, {workers} worker process(es)"
+            totals[name] = print_timings(label, result, time.perf_counter() - started)
+            scores[name] = {task: score["mean"] for task, score in result.task_scores.items()}
     every_task = task_names is None
     verdict = "meets" if totals["quick"] <= TARGET_SECONDS else "MISSES"
     print(f"\nquick schedule: {totals['quick']:.1f} s {verdict} the target of <= {TARGET_SECONDS:.0f} s on 2 cores"
           + ("" if every_task else f" (measured on {len(task_names)} task(s), not all: indicative only)"))
+    if "quick-serial" in totals:
+        same = scores["quick-serial"] == scores["quick"]
+        print(f"{args.workers} worker processes vs 1: {totals['quick-serial'] / totals['quick']:.2f}x faster "
+              f"({totals['quick-serial']:.1f} s -> {totals['quick']:.1f} s); scores {'identical' if same else 'DIFFER'}")
     if "hear" in totals:
         print(f"HEAR schedule: {totals['hear']:.1f} s ({totals['hear'] / totals['quick']:.1f}x the quick one)")
     return 0 if totals["quick"] <= TARGET_SECONDS else 1

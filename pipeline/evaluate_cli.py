@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from pathlib import Path
 
 from models.frame_attention import ATTENTION_KINDS
@@ -62,8 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store")
     parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation")
     parser.add_argument("--device", default="cpu", help="torch device for the embeddings")
+    parser.add_argument(
+        "--workers", type=int, default=None,
+        help="tasks scored at once, in processes of one thread each (same numbers as 1); "
+        "default: the CPU cores, at most 4, on CPU; 1 on a GPU",
+    )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     return parser
+
+
+def default_workers(device: str) -> int:
+    """One process per CPU core (at most 4: each holds the model and a task's embeddings); one on a GPU."""
+    return 1 if device != "cpu" else max(1, min(4, os.cpu_count() or 1))
 
 
 def probe_training_from(args: argparse.Namespace) -> ProbeTrainingConfig:
@@ -87,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1 or args.rankme_n < 1:
         raise SystemExit("--seeds and --rankme-n must be positive")
     probe_training = probe_training_from(args)
+    workers = args.workers if args.workers is not None else default_workers(args.device)
+    if workers < 1:
+        raise SystemExit("--workers must be positive")
     checkpoint_dir = Path(args.checkpoint) if args.checkpoint else checkpoint_dir_of_run(args.tracking_uri, args.run_id)
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()
@@ -101,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         lid_probe=None if args.lid_head == NO_LID_HEAD else LidProbeConfig(attention=args.lid_head),
         device=args.device,
         progress=lambda line: print(line, flush=True),
+        workers=workers,
     )
     if not args.no_mlflow:
         result.run_id = log_evaluation(

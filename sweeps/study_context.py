@@ -24,6 +24,9 @@ class StudyContext:
     eval_seeds: int = 3
     # HEAR's probe schedule (paper profile) or QUICK_PROBE_TRAINING (CPU default profile).
     quick_probe: bool = False
+    # Processes that score a finished trial's tasks at once (pipeline.evaluate_tasks): the trial's
+    # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
+    eval_workers: int = 1
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
 

@@ -85,6 +85,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         seeds=context.eval_seeds,
         probe_training=QUICK_PROBE_TRAINING if context.quick_probe else ProbeTrainingConfig(),
         device="cuda" if context.gpus_per_trial > 0 else "cpu",
+        workers=context.eval_workers if context.gpus_per_trial == 0 else 1,
     )
     samples_seen = context.global_batch_size * pretrained.steps
     q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)

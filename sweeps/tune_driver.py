@@ -188,9 +188,12 @@ def run_study(
     failed: list[str] = []
     if remaining:
         started_ray = _connect_ray(address)
+        cluster_cpus = ray.cluster_resources().get("CPU", 2)
         if max_concurrent is None:
             # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
-            max_concurrent = max(1, int(ray.cluster_resources().get("CPU", 2) // 2))
+            max_concurrent = max(1, int(cluster_cpus // 2))
+        # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
+        context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
         try:
             if prepare_shards:
                 # The embedded defaults: build the default corpus / tasks the user did not replace.
