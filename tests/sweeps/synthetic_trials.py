@@ -2,11 +2,14 @@
 
 Ray workers import it by name (`tests.sweeps.synthetic_trials:run_synthetic_trial`). Every call
 appends the trial name to `<storage_path>/executions.txt`; a file `<storage_path>/crash-<trial>`
-makes that trial raise, as a crashing pretraining would.
+makes that trial raise, as a crashing pretraining would. A file `<storage_path>/hold-seconds`
+makes every trial take that long, and each then appends "name start end eval_workers" to
+`<storage_path>/intervals.txt` (for the concurrency test).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from sweeps.law_forms import SaturatingLaw
@@ -22,6 +25,12 @@ def run_synthetic_trial(spec, context, run) -> TrialResult:
         ledger.write(spec.name + "\n")
     if (storage / f"crash-{spec.name}").exists():
         raise RuntimeError(f"synthetic crash of {spec.name}")
+    hold = storage / "hold-seconds"
+    if hold.exists():
+        started = time.time()
+        time.sleep(float(hold.read_text()))
+        with open(storage / "intervals.txt", "a") as intervals:
+            intervals.write(f"{spec.name} {started} {time.time()} {context.eval_workers}\n")
     ratio = float(spec.model_overrides["mask_ratio"])
     rankme = 40.0 + 400.0 * ratio**2
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme))

@@ -23,7 +23,12 @@ def _study(tmp_path, **changes):
 def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local, tmp_path):
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "crash-mask0.70").touch()
+    (tmp_path / "ray" / "hold-seconds").write_text("0")  # record intervals, no wait
     first = _study(tmp_path)
+    # ray_local has 2 CPUs: by default one trial at a time (a trial holds 1 CPU and its read tasks
+    # need the other), and each evaluates on both cores.
+    assert _overlapping_pairs(_intervals(tmp_path / "ray")) == 0
+    assert {workers for *_, workers in _intervals(tmp_path / "ray")} == {2}
     assert first.trials_failed == ["mask0.70"]
     assert "Q(R)" in first.fits.skipped  # four points left: too few to fit, and the report says so
     assert "need at least 5 points" in first.fits.skipped["Q(R)"]
@@ -44,3 +49,27 @@ def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local,
     assert all(child["tags"][STATUS_TAG] == "ok" for child in children)
     assert second.fits.fits["Q(R)"].params["alpha"] == pytest.approx(0.8, abs=0.01)
     assert "| Q(R) |" in second.report_markdown
+
+
+def _intervals(storage) -> list[tuple[str, float, float, int]]:
+    rows = [line.split() for line in (storage / "intervals.txt").read_text().splitlines()]
+    return [(name, float(start), float(end), int(workers)) for name, start, end, workers in rows]
+
+
+def _overlapping_pairs(intervals) -> int:
+    return sum(
+        1 for i, a in enumerate(intervals) for b in intervals[i + 1 :] if a[1] < b[2] and b[1] < a[2]
+    )
+
+
+@pytest.mark.ray
+def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_the_cores(ray_local, tmp_path):
+    # Two at once on ray_local's 2 CPUs: trials overlap in time, and each gets 1 core to evaluate on.
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("2")
+    outcome = _study(tmp_path, max_concurrent=2)
+    assert outcome.trials_failed == []
+    intervals = _intervals(tmp_path / "ray")
+    assert len(intervals) == 5
+    assert _overlapping_pairs(intervals) > 0
+    assert {workers for *_, workers in intervals} == {1}
