@@ -141,7 +141,7 @@ def build_crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, no
     One read task per part file, listed here from the shard folder: prep wrote the parts, so there
     is nothing to discover. Ray Data's own Parquet reader lists the files' footers on an actor pool
     and bin-packs whole files into 128 MiB read units before the first row moves: 9-17 s before the
-    first training batch of the default corpus, against ~1-7 s this way (benchmarks/bench_pretrain.py).
+    first training batch of the default corpus, against ~1-7 s this way (README, performance notes).
     """
     import ray.data
 
