@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def default_workers(device: str) -> int:
     """One process per CPU core (at most 4: each holds the model and a task's embeddings); one on a GPU."""
-    return 1 if device != "cpu" else max(1, min(4, os.cpu_count() or 1))
+    # The cores this process may run on (a container's share), not the host's count.
+    return 1 if device != "cpu" else max(1, min(4, len(os.sched_getaffinity(0))))
 
 
 def probe_training_from(args: argparse.Namespace) -> ProbeTrainingConfig:

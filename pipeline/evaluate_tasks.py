@@ -2,9 +2,9 @@
 
 A task's result depends only on the checkpoint, the task and the seeds: every probe run seeds its
 own generators. So tasks can be scored in parallel processes and give the numbers a serial run
-gives (tests/pipeline/test_evaluate_workers.py). Probe training is small tensor work that one
-thread cannot speed up much with a second one (149 s -> 138 s for the default tasks on 2 cores);
-two processes with one thread each use both cores fully.
+gives (tests/pipeline/test_evaluate_workers.py). Probe training is small tensor work that a
+second torch thread barely speeds up; processes of one thread each scale better (on 2 vCPUs only
+1.17x over one process of 2 threads: `python benchmarks/bench_evaluate.py --compare-serial`).
 
 Workers are started with "spawn": forking a process that runs Ray (the study's trial actor) or
 holds OpenMP threads is unsafe. Each worker loads the checkpoint once.
