@@ -3,7 +3,7 @@
     python benchmarks/bench_evaluate.py [--tasks all|t1,t2] [--tasks-dir DIR] [--schedule quick|hear]
         [--lid-head none|self|performer|agent] [--checkpoint DIR] [--seeds 2] [--threads 2]
 
-Times `pipeline.evaluate.evaluate_checkpoint` (what `python -m pipeline.evaluate` and every study
+Times `pipeline.evaluate.run.evaluate_checkpoint` (what `python -m pipeline.evaluate` and every study
 trial run) on the default labeled tasks ($AUDIOSCALE_HOME/tasks, built with the same call as
 `python -m pipeline.corpus tasks` when missing). The checkpoint is a freshly initialised mae-debug
 saved with `pipeline.checkpoint.save_model_checkpoint` unless `--checkpoint` names one; weights do
@@ -26,16 +26,20 @@ from pathlib import Path
 import torch
 
 import models
-from models.frame_attention import ATTENTION_KINDS
+from models.heads.frame_attention import ATTENTION_KINDS
 from pipeline import paths
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.evaluate import DEFAULT_EVALUATE_RANKME_N, EvaluationResult, evaluate_checkpoint
-from pipeline.probe_grid import probe_schedule
-from pipeline.probe_lid import LidProbeConfig
-from pipeline.tasks.build import TasksConfig, build_tasks
+from pipeline.corpus.tasks.build import TasksConfig, build_tasks
+from pipeline.evaluate.probes.grid import probe_schedule
+from pipeline.evaluate.probes.lid import LidProbeConfig
+from pipeline.evaluate.run import (
+    DEFAULT_EVALUATE_RANKME_N,
+    EvaluationResult,
+    evaluate_checkpoint,
+)
 
 TARGET_SECONDS = 300.0
-CPU_PROFILE_SEEDS = 2  # sweeps.tune_driver's cpu_default profile: quick schedule, 2 seeds
+CPU_PROFILE_SEEDS = 2  # sweeps.study.driver's cpu_default profile: quick schedule, 2 seeds
 
 
 def ensure_tasks(tasks_dir: Path) -> None:

@@ -34,10 +34,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.frontend import get_preset  # noqa: E402
-from pipeline.inputs import list_inputs  # noqa: E402
-from pipeline.prep import PrepConfig, run_prep  # noqa: E402
-from pipeline.segments import FileOutcome, featurize_file  # noqa: E402
+from pipeline.audio.frontend import get_preset  # noqa: E402
+from pipeline.audio.inputs import list_inputs  # noqa: E402
+from pipeline.audio.segments import FileOutcome, featurize_file  # noqa: E402
+from pipeline.prep.run import PrepConfig, run_prep  # noqa: E402
 
 TARGETS = {"ray_over_librosa": 3.0, "ray_over_single_process": 1.6, "ray_x_real_time": 500.0}
 WORDS = ("audio model scaling law masked spectrogram patch encoder decoder speech music noise data "

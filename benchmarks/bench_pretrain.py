@@ -28,7 +28,7 @@ import torch
 
 import models
 from pipeline.defaults import shards_dir_for
-from pipeline.optim import build_optimizer, build_scheduler
+from pipeline.pretrain.optim import build_optimizer, build_scheduler
 
 DEBUG_MODELS = ("mae-debug", "audiomae++-debug", "axlstm-debug")
 GPU_MODELS = ("audiomae++-base", "mae-en768-12")
@@ -73,7 +73,7 @@ def synthetic_crops(model_name: str, count: int, overrides: dict | None = None) 
 
 
 def load_crops(shards_dir: str, crop_frames: int, count: int) -> torch.Tensor:
-    from pipeline.shards import crop_dataset
+    from pipeline.shards.crops import crop_dataset
 
     rows = crop_dataset(shards_dir, crop_frames=crop_frames, seed=0).limit(count).take_all()
     return torch.stack([torch.tensor(row["mel"]) for row in rows])  # copies: Ray's arrays are read-only
@@ -81,7 +81,7 @@ def load_crops(shards_dir: str, crop_frames: int, count: int) -> torch.Tensor:
 
 def ray_train_steady_samples_per_s(model_name: str, shards_dir: str, *, batch_size: int, steps: int, threads: int) -> float:
     from pipeline import tracking
-    from pipeline.pretrain import PretrainConfig, run_pretraining
+    from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 
     with tempfile.TemporaryDirectory(prefix="bench-pretrain-") as work:
         result = run_pretraining(
@@ -114,7 +114,7 @@ def run_cpu(args: argparse.Namespace) -> None:
         return
     import ray
 
-    from pipeline.shards import read_manifest
+    from pipeline.shards.format import read_manifest
 
     preset = read_manifest(shards)["preset"]["name"]
     ray.init(address="local", num_cpus=args.threads + 1, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False)
@@ -160,7 +160,8 @@ def run_gpu(args: argparse.Namespace) -> None:
     if (shards / "manifest.json").is_file():
         import ray
 
-        from pipeline.shards import crop_dataset, read_manifest
+        from pipeline.shards.crops import crop_dataset
+        from pipeline.shards.format import read_manifest
 
         ray.init(address="local", object_store_memory=2 * 1024**3, include_dashboard=False, log_to_driver=False)
         try:

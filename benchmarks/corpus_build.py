@@ -16,9 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.corpus_sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
-from pipeline.tasks.baseline import format_table, run_baseline
-from pipeline.tasks.build import TasksConfig, build_tasks
+from pipeline.corpus.sources.pretrain_corpus import (
+    PretrainCorpusConfig,
+    build_pretrain_corpus,
+)
+from pipeline.corpus.tasks.baseline import format_table, run_baseline
+from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 
 
 def cpu_seconds() -> float:

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from models.lid_head import LanguageIdHead
+from models.heads.lid_head import LanguageIdHead
 
 ATTENTIONS = ("self", "performer", "agent")
 

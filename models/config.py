@@ -27,7 +27,7 @@ class CrossDecoderOptions:
         """gamma: the prediction ratio of CrossMAE, the mask ratio for other decoders."""
         return self.mask_ratio if self.prediction_ratio is None else self.prediction_ratio
 
-# Time between spectrogram frames of each front-end preset (pipeline/frontend.py): both use a
+# Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): both use a
 # 160-sample hop at 16 kHz. Kept here so models/ stays free of pipeline imports.
 FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0}
 

@@ -44,7 +44,7 @@ class ModelSpec(PatchGrid):
     patch_frames: int  # time frames per patch
     patch_bins: int  # mel bins per patch
     mask_ratio: float  # fraction of patches removed from the encoder input
-    frontend_preset: str  # "audiomae" | "dasheng" (pipeline/frontend.py presets)
+    frontend_preset: str  # "audiomae" | "dasheng" (pipeline/audio/frontend.py presets)
     embed_dim: int  # feature size of one frame returned by `embed`
     frame_hop_ms: float  # time between consecutive `embed` frames
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pipeline.corpus_sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
+from pipeline.corpus.sources.pretrain_corpus import (
+    PretrainCorpusConfig,
+    build_pretrain_corpus,
+)
+from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir
-from pipeline.prep import PrepConfig, run_prep
-from pipeline.tasks.build import TasksConfig, build_tasks
+from pipeline.prep.run import PrepConfig, run_prep
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import mlflow
 from mlflow.entities import Metric, Param, RunTag

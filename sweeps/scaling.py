@@ -16,9 +16,10 @@ import argparse
 import sys
 
 from pipeline import tracking
-from pipeline.corpus_sources.build_marker import OutputDirectoryError
-from pipeline.corpus_sources.debian import MissingPackagesError
-from sweeps.early_stop_rule import (
+from pipeline.corpus.sources.build_marker import OutputDirectoryError
+from pipeline.corpus.sources.debian import MissingPackagesError
+from sweeps.study.driver import run_study
+from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DEFAULT_MIN_SAMPLES,
@@ -26,8 +27,7 @@ from sweeps.early_stop_rule import (
     n_trials_kept,
     planned_steps_saved_fraction,
 )
-from sweeps.grids import GRIDS, PROFILES, expand_grids
-from sweeps.tune_driver import run_study
+from sweeps.study.grids import GRIDS, PROFILES, expand_grids
 
 
 def default_grid_saving() -> str:

@@ -13,9 +13,14 @@ import jsonschema
 import pytest
 import ray
 import yaml
-from cluster_file_readers import CLUSTER_DIR, RAY_IMAGE, load_yaml_documents, read_required_packages
+from cluster_file_readers import (
+    CLUSTER_DIR,
+    RAY_IMAGE,
+    load_yaml_documents,
+    read_required_packages,
+)
 
-from pipeline.pretrain_cli import build_parser, config_from_args
+from pipeline.pretrain.__main__ import build_parser, config_from_args
 
 KUBERAY_DIR = CLUSTER_DIR / "kuberay"
 RAY_MANIFESTS = [KUBERAY_DIR / "raycluster.yaml", KUBERAY_DIR / "rayjob-pretrain.yaml"]

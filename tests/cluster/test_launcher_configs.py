@@ -10,9 +10,8 @@ import jsonschema
 import pytest
 import ray
 import yaml
-from ray.autoscaler._private.util import prepare_config, validate_config
-
 from cluster_file_readers import CLUSTER_DIR, RAY_IMAGE, read_required_packages
+from ray.autoscaler._private.util import prepare_config, validate_config
 
 LAUNCHER_FILES = sorted((CLUSTER_DIR / "ray-up").glob("*.yaml"))
 

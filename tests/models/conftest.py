@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.frontend import compute_log_mel, get_preset, load_audio, normalize_clip, to_mono_16k
+from pipeline.audio.frontend import (
+    compute_log_mel,
+    get_preset,
+    load_audio,
+    normalize_clip,
+    to_mono_16k,
+)
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog while the band plays on.",

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import models
-from pipeline.frontend import get_preset
+from pipeline.audio.frontend import get_preset
 
 
 def _mel(batch: int = 2, seed: int = 0) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models.agent_attention import AgentAttention, pool_agent_tokens
+from models.heads.agent_attention import AgentAttention, pool_agent_tokens
 
 
 def test_agent_count_is_floor_of_frames_over_two_to_the_p():

@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.attentive_pooling import AttentiveStatisticsPooling, valid_frames_from_lengths
-from models.frame_attention import MultiHeadFrameAttention, SoftmaxAttention
-from models.lid_head import LanguageIdHead
+from models.heads.attentive_pooling import (
+    AttentiveStatisticsPooling,
+    valid_frames_from_lengths,
+)
+from models.heads.frame_attention import MultiHeadFrameAttention, SoftmaxAttention
+from models.heads.lid_head import LanguageIdHead
 
 ATTENTIONS = ("self", "performer", "agent")
 

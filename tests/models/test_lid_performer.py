@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from models.performer import PerformerAttention, draw_orthogonal_features, favor_attention
+from models.heads.performer import (
+    PerformerAttention,
+    draw_orthogonal_features,
+    favor_attention,
+)
 
 
 def exact_softmax_attention(query, key, value):

@@ -7,7 +7,7 @@ import torch
 
 import models
 from models.masking import count_kept
-from pipeline.frontend import get_preset
+from pipeline.audio.frontend import get_preset
 
 
 def _meta(name: str) -> torch.nn.Module:

@@ -18,7 +18,7 @@ from pathlib import Path
 import ray
 from ray.cluster_utils import Cluster
 
-from pipeline.pretrain import PretrainConfig, run_pretraining
+from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 
 STORE_BYTES = 256 * 1024**2
 

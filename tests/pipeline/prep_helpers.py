@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from pipeline.prep import PrepConfig, run_prep
+from pipeline.prep.run import PrepConfig, run_prep
 
 SR = 16_000
 _CACHE: dict[str, Path] = {}

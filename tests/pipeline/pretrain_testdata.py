@@ -1,4 +1,4 @@
-"""Tiny real shards for the pretraining tests: espeak-ng speech through `pipeline.prep`.
+"""Tiny real shards for the pretraining tests: espeak-ng speech through `pipeline.prep.run`.
 
 Built once per pytest session (`session_shards`) under the session's base temp directory, so the
 in-process tests and the subprocess tests (multi-node, job submission) share one set.
@@ -39,7 +39,7 @@ def make_tiny_shards(root: Path, *, preset_name: str = "audiomae") -> Path:
     """`root/shards-<preset>` made by prep from about 90 s of synthetic speech (cached per root)."""
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed (scripts/env.sh installs it)")
-    from pipeline.prep import PrepConfig, run_prep
+    from pipeline.prep.run import PrepConfig, run_prep
 
     shards_dir = root / f"shards-{preset_name}"
     if (shards_dir / "manifest.json").is_file():

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from pipeline import checkpoint
-from pipeline.optim import build_optimizer, build_scheduler
+from pipeline.pretrain.optim import build_optimizer, build_scheduler
 from pipeline.tracking import code_version
 
 

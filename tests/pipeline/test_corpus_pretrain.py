@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from pipeline.corpus import main
-from pipeline.corpus_sources import holdout
-from pipeline.corpus_sources.default_mix import DEFAULT_HOURS_PER_SOURCE, packages_for_pretraining
-from pipeline.corpus_sources.pretrain_corpus import TINY_HOURS, PretrainCorpusConfig, build_pretrain_corpus
+from pipeline.corpus.__main__ import main
+from pipeline.corpus.sources import holdout
+from pipeline.corpus.sources.default_mix import (
+    DEFAULT_HOURS_PER_SOURCE,
+    packages_for_pretraining,
+)
+from pipeline.corpus.sources.pretrain_corpus import (
+    TINY_HOURS,
+    PretrainCorpusConfig,
+    build_pretrain_corpus,
+)
 
 
 def hash_tree(root: Path) -> dict[str, str]:

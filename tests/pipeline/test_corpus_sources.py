@@ -8,9 +8,20 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from pipeline.corpus_sources import asterisk, debian, fillets, holdout, hydrogen, opensfx
-from pipeline.corpus_sources.midi_file import MidiNote, variable_length_quantity, write_midi_file
-from pipeline.corpus_sources.soundfonts import NoteSlot, render_slots
+from pipeline.corpus.sources import (
+    asterisk,
+    debian,
+    fillets,
+    holdout,
+    hydrogen,
+    opensfx,
+)
+from pipeline.corpus.sources.midi_file import (
+    MidiNote,
+    variable_length_quantity,
+    write_midi_file,
+)
+from pipeline.corpus.sources.soundfonts import NoteSlot, render_slots
 
 
 def test_corpus_midi_variable_length_quantity_matches_the_smf_spec_examples():

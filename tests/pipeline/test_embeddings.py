@@ -9,8 +9,12 @@ import pytest
 import torch
 
 import models
-from pipeline.embeddings import FrameEmbedder, MelNormalisation, normalisation_for
-from pipeline.frontend import get_preset
+from pipeline.audio.frontend import get_preset
+from pipeline.evaluate.embeddings import (
+    FrameEmbedder,
+    MelNormalisation,
+    normalisation_for,
+)
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ import torch
 
 import models
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.evaluate import evaluate_checkpoint
-from pipeline.evaluate_cli import main
-from pipeline.probe_grid import PROBE_SCHEDULES, ProbeTrainingConfig
-from pipeline.task_data import TaskFormatError
-from pipeline.tracking import read_run, start_or_resume_run, list_artifacts
+from pipeline.evaluate.__main__ import main
+from pipeline.evaluate.probes.grid import PROBE_SCHEDULES, ProbeTrainingConfig
+from pipeline.evaluate.run import evaluate_checkpoint
+from pipeline.evaluate.task_data import TaskFormatError
+from pipeline.tracking import list_artifacts, read_run, start_or_resume_run
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
 
 QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--patience", "2", "--rankme-n", "40"]

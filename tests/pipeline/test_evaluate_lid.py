@@ -9,11 +9,11 @@ import torch
 
 import models
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.evaluate import evaluate_checkpoint
-from pipeline.evaluate_cli import main
-from pipeline.probe_grid import QUICK_PROBE_TRAINING
-from pipeline.probe_lid import LidProbeConfig
-from pipeline.task_data import read_task_info
+from pipeline.evaluate.__main__ import main
+from pipeline.evaluate.probes.grid import QUICK_PROBE_TRAINING
+from pipeline.evaluate.probes.lid import LidProbeConfig
+from pipeline.evaluate.run import evaluate_checkpoint
+from pipeline.evaluate.task_data import read_task_info
 from pipeline.tracking import read_run
 from tests.pipeline.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 

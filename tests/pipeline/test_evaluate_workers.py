@@ -7,8 +7,8 @@ import torch
 
 import models
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.evaluate import evaluate_checkpoint
-from pipeline.probe_grid import ProbeTrainingConfig
+from pipeline.evaluate.probes.grid import ProbeTrainingConfig
+from pipeline.evaluate.run import evaluate_checkpoint
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
 
 SHORT = ProbeTrainingConfig(max_epochs=9, patience_checks=2, grid_points=2)
@@ -56,7 +56,7 @@ def test_worker_processes_start_inside_a_ray_task(ray_local, checkpoint, tasks_d
 
     @ray_local.remote(num_cpus=0.5)
     def evaluate_in_ray() -> tuple:
-        from pipeline.evaluate import evaluate_checkpoint
+        from pipeline.evaluate.run import evaluate_checkpoint
 
         result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, rankme_n=50, seeds=2, probe_training=short, workers=2)
         return result.q, result.rankme, {task: score["seed_scores"] for task, score in result.task_scores.items()}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from pipeline.frontend import (
+from pipeline.audio.frontend import (
     AudioDecodeError,
     compute_log_mel,
     get_preset,

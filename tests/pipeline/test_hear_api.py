@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import models
-import pipeline.hear_api as hear
+import pipeline.evaluate.hear_api as hear
 from pipeline.checkpoint import save_model_checkpoint
 
 SAMPLE_RATE_HZ = 16_000

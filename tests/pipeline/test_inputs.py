@@ -8,7 +8,7 @@ import pytest
 import soundfile
 from prep_helpers import SR, tone
 
-from pipeline.inputs import InputListingError, list_inputs, select_subset_hours
+from pipeline.audio.inputs import InputListingError, list_inputs, select_subset_hours
 
 
 def write_clips(root, count: int, seconds: float = 1.0):

@@ -1,4 +1,4 @@
-"""Every optimisation rule of pipeline.optim, on a small real module."""
+"""Every optimisation rule of pipeline.pretrain.optim, on a small real module."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline.optim import (
+from pipeline.pretrain.optim import (
     ADAMW_BETAS,
     build_optimizer,
     build_scheduler,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.inputs import InputFile
-from pipeline.prep import MAX_BATCH_INPUT_BYTES, files_per_batch, main
+from pipeline.audio.inputs import InputFile
+from pipeline.prep.run import MAX_BATCH_INPUT_BYTES, files_per_batch, main
 
 
 def test_batches_balance_cpus_and_cap_input_bytes():

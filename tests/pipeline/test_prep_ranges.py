@@ -8,12 +8,17 @@ import pytest
 import soundfile
 from prep_helpers import SR, tone
 
-from pipeline.frontend import get_preset
-from pipeline.inputs import InputFile, list_inputs
-from pipeline.prep import PrepConfig, run_prep
-from pipeline.prep_ranges import combine_item_outcomes, plan_work_items
-from pipeline.segments import FileOutcome, featurize_file
-from pipeline.shards import part_files, read_manifest, read_shard_table, segments_to_table
+from pipeline.audio.frontend import get_preset
+from pipeline.audio.inputs import InputFile, list_inputs
+from pipeline.audio.segments import FileOutcome, featurize_file
+from pipeline.prep.ranges import combine_item_outcomes, plan_work_items
+from pipeline.prep.run import PrepConfig, run_prep
+from pipeline.shards.format import (
+    part_files,
+    read_manifest,
+    read_shard_table,
+    segments_to_table,
+)
 
 PRESET = get_preset("audiomae")
 LONG_RATE_HZ = 8_000

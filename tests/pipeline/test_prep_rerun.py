@@ -10,10 +10,15 @@ import pytest
 from prep_helpers import labeled_shards, write_labeled_corpus
 
 import pipeline
-from pipeline.frontend import get_preset
-from pipeline.prep import PrepConfig, format_summary, main, run_prep
-from pipeline.prep_output import OutputConflictError, prepare_output_dir
-from pipeline.shards import mel_matrices, part_files, read_manifest, read_shard_table
+from pipeline.audio.frontend import get_preset
+from pipeline.prep.output import OutputConflictError, prepare_output_dir
+from pipeline.prep.run import PrepConfig, format_summary, main, run_prep
+from pipeline.shards.format import (
+    mel_matrices,
+    part_files,
+    read_manifest,
+    read_shard_table,
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +103,7 @@ def test_rejected_jsonl_is_empty_when_nothing_was_rejected(shards):
 
 
 def test_max_hours_prepares_the_seeded_subset_and_records_it(ray_local, tmp_path):
-    from pipeline.inputs import list_inputs, select_subset_hours
+    from pipeline.audio.inputs import list_inputs, select_subset_hours
 
     manifest_path = write_labeled_corpus(tmp_path / "audio")
     budget_hours = 6.0 / 3600

@@ -7,8 +7,8 @@ import pytest
 import soundfile
 from prep_helpers import SR, tone
 
-from pipeline.frontend import get_preset
-from pipeline.segments import FileOutcome, featurize_file
+from pipeline.audio.frontend import get_preset
+from pipeline.audio.segments import FileOutcome, featurize_file
 
 PRESET = get_preset("audiomae")
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from pretrain_testdata import make_tiny_shards
 
 from pipeline import tracking
 from pipeline.checkpoint import load_model_from_checkpoint, read_checkpoint_meta
-from pipeline.pretrain import NonFiniteLossError, PretrainConfig, run_pretraining
-from pretrain_testdata import make_tiny_shards
+from pipeline.pretrain.driver import NonFiniteLossError, PretrainConfig, run_pretraining
 
 pytestmark = pytest.mark.ray
 

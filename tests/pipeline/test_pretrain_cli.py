@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pipeline.pretrain_cli import build_parser, config_from_args, parse_override
-from pipeline.pretrain_config import PretrainConfig
+from pipeline.pretrain.__main__ import build_parser, config_from_args, parse_override
+from pipeline.pretrain.config import PretrainConfig
 
 
 def test_help_lists_every_issue_option_with_defaults():

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pretrain_testdata import make_tiny_shards
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from pipeline import tracking
 from pipeline.checkpoint import read_checkpoint_meta
-from pretrain_testdata import make_tiny_shards
 
 pytestmark = pytest.mark.ray
 

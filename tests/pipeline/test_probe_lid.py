@@ -7,8 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pipeline.probe_lid import LidProbeConfig, concat_frame_splits, pad_frame_features, probe_task_lid, train_lid_probe
-from pipeline.task_data import TaskInfo
+from pipeline.evaluate.probes.lid import (
+    LidProbeConfig,
+    concat_frame_splits,
+    pad_frame_features,
+    probe_task_lid,
+    train_lid_probe,
+)
+from pipeline.evaluate.task_data import TaskInfo
 
 # Class k: frames drawn with spread FRAME_SPREADS[k] around one shared offset: the class is in the
 # frames' spread (the std the attentive statistics pooling computes), not in where they sit.

@@ -6,11 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.probe_grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig, full_grid, run_probe_grid, sample_grid
-from pipeline.probe_metrics import score_predictions
-from pipeline.probe_mlp import HIDDEN_UNITS, StackedProbeMLPs
-from pipeline.probes import probe_task, split_arrays
-from pipeline.task_data import TaskInfo
+from pipeline.evaluate.probes.grid import (
+    QUICK_PROBE_TRAINING,
+    ProbeTrainingConfig,
+    full_grid,
+    run_probe_grid,
+    sample_grid,
+)
+from pipeline.evaluate.probes.metrics import score_predictions
+from pipeline.evaluate.probes.mlp import HIDDEN_UNITS, StackedProbeMLPs
+from pipeline.evaluate.probes.scene import probe_task, split_arrays
+from pipeline.evaluate.task_data import TaskInfo
 
 # A short schedule keeps the tests fast; the protocol itself (grid, patience, validation cadence)
 # is unchanged.

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.scores import (
+from pipeline.evaluate.scores import (
     mean_confidence_interval,
     normalised_scores,
     quality_q,

@@ -9,9 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 from prep_helpers import labeled_shards
 
-from pipeline.crops import CropBatch, count_short_segments
-from pipeline.shard_location import ShardLocationError, locate_shards
-from pipeline.shards import crop_dataset, part_files, read_manifest, read_rejected, read_shard_table
+from pipeline.shards.crops import CropBatch, count_short_segments, crop_dataset
+from pipeline.shards.format import (
+    part_files,
+    read_manifest,
+    read_rejected,
+    read_shard_table,
+)
+from pipeline.shards.location import ShardLocationError, locate_shards
 
 
 @pytest.fixture(scope="module")

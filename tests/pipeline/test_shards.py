@@ -10,9 +10,20 @@ import ray.data
 import soundfile
 from prep_helpers import labeled_shards
 
-from pipeline.crops import CropBatch, count_short_segments, crop_or_pad, read_crops
-from pipeline.frontend import compute_log_mel, get_preset, load_audio, to_mono_16k
-from pipeline.shards import crop_dataset, mel_from_row, part_files, read_manifest, read_shard_table
+from pipeline.audio.frontend import compute_log_mel, get_preset, load_audio, to_mono_16k
+from pipeline.shards.crops import (
+    CropBatch,
+    count_short_segments,
+    crop_dataset,
+    crop_or_pad,
+    read_crops,
+)
+from pipeline.shards.format import (
+    mel_from_row,
+    part_files,
+    read_manifest,
+    read_shard_table,
+)
 
 
 @pytest.fixture(scope="module")

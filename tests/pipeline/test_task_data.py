@@ -7,7 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.task_data import TaskFormatError, TaskInfo, encode_targets, list_task_dirs, probe_splits, read_task_info
+from pipeline.evaluate.task_data import (
+    TaskFormatError,
+    TaskInfo,
+    encode_targets,
+    list_task_dirs,
+    probe_splits,
+    read_task_info,
+)
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
 
 
@@ -46,7 +53,7 @@ def test_targets_are_indices_or_multi_hot():
 def test_missing_metadata_and_tasks_dir_are_clear_errors(tmp_path):
     with pytest.raises(TaskFormatError, match="task_metadata.json"):
         read_task_info(tmp_path)
-    with pytest.raises(TaskFormatError, match="pipeline.corpus tasks"):
+    with pytest.raises(TaskFormatError, match="pipeline.corpus.__main__ tasks"):
         list_task_dirs(tmp_path / "absent")
 
 
@@ -58,9 +65,13 @@ def test_event_tasks_are_refused(tmp_path, tasks_dir):
 
 
 def test_task_builders_mark_exactly_the_language_tasks(tmp_path):
-    from pipeline.tasks import language_real, language_synthetic, pitch
-    from pipeline.tasks.clip_shaping import seconds_to_samples
-    from pipeline.tasks.hear_writer import LabeledClip, TaskBuild, write_hear_task
+    from pipeline.corpus.tasks import language_real, language_synthetic, pitch
+    from pipeline.corpus.tasks.clip_shaping import seconds_to_samples
+    from pipeline.corpus.tasks.hear_writer import (
+        LabeledClip,
+        TaskBuild,
+        write_hear_task,
+    )
 
     for spec, is_language in ((language_real.SPEC, True), (language_synthetic.SPEC, True), (pitch.SPEC, False)):
         wave = np.zeros(seconds_to_samples(spec.sample_duration_s), np.float32)

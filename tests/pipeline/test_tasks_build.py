@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from pipeline.corpus import main
-from pipeline.corpus_sources import build_marker, holdout
-from pipeline.tasks.baseline import run_baseline
-from pipeline.tasks.build import TASK_BUILDERS, TasksConfig, build_tasks
-from pipeline.tasks.hear_writer import SPLITS
+from pipeline.corpus.__main__ import main
+from pipeline.corpus.sources import build_marker, holdout
+from pipeline.corpus.tasks.baseline import run_baseline
+from pipeline.corpus.tasks.build import TASK_BUILDERS, TasksConfig, build_tasks
+from pipeline.corpus.tasks.hear_writer import SPLITS
 
 HEAR_METADATA_KEYS = {"task_name", "embedding_type", "prediction_type", "split_mode", "splits", "sample_duration", "evaluation"}
 

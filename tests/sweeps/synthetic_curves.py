@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ray import tune
 
-from sweeps.law_forms import SaturatingLaw
-from sweeps.early_stop_rule import rankme_every_steps_for
-from sweeps.study_tracking import TrialResult
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.early_stop_rule import rankme_every_steps_for
+from sweeps.study.tracking import TrialResult
 
 # Grid order mask0.50 ... mask0.90; high, low, high, low, high so that the online rule sees the range early.
 RANKME_LEVEL = {"mask0.50": 60.0, "mask0.60": 20.0, "mask0.70": 50.0, "mask0.80": 10.0, "mask0.90": 40.0}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sweeps.law_forms import SaturatingLaw
-from sweeps.study_tracking import TrialResult
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.tracking import TrialResult
 
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
 

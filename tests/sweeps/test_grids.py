@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models import build_model, count_parameters, list_models
-from sweeps.grids import expand_grids, parse_grid_names
+from sweeps.study.grids import expand_grids, parse_grid_names
 
 
 def test_paper_mask_ratio_grid_is_030_to_095_in_005_steps():

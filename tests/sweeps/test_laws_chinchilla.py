@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sweeps.chinchilla_check import (
+from sweeps.laws.chinchilla import (
     PUBLISHED_CHINCHILLA,
     default_chinchilla_csv,
     default_tolerance_fit,

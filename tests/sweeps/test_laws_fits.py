@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeps.fitting import information_criteria, resample_groups
-from sweeps.law_forms import JointLaw, SaturatingLaw
-from sweeps.laws import fit_joint, fit_saturating
+from sweeps.laws.fit import information_criteria, resample_groups
+from sweeps.laws.fits import fit_joint, fit_saturating
+from sweeps.laws.forms import JointLaw, SaturatingLaw
 
 TRUE_SATURATING = {"q_inf": 0.80, "x_c": 10.0, "alpha": 0.6}
 TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}

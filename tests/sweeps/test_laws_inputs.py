@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeps.early_prediction import simulate_rankme_early_stop
-from sweeps.laws import fit_chinchilla, fit_joint, fit_saturating, pearson_early_prediction
+from sweeps.laws.fits import (
+    fit_chinchilla,
+    fit_joint,
+    fit_saturating,
+    pearson_early_prediction,
+)
+from sweeps.report.early_prediction import simulate_rankme_early_stop
 
 X = np.array([10.0, 20.0, 40.0, 80.0, 160.0, 320.0])
 Q = np.array([0.40, 0.50, 0.57, 0.62, 0.65, 0.67])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweeps.law_forms import SaturatingLaw
-from sweeps.profile import profile_q_inf_interval
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.laws.profile import profile_q_inf_interval
 
 
 def test_profile_interval_covers_true_q_inf_above_best_observed():

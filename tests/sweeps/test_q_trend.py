@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from pipeline import tracking
-from sweeps.q_trend import check_q_of_r
-from sweeps.report import study_markdown
-from sweeps.study_fits import fit_study_laws
-from sweeps.study_tracking import Q_TREND_TAG, STUDY_EXPERIMENT, log_study_analysis
+from sweeps.report.fits import fit_study_laws
+from sweeps.report.markdown import study_markdown
+from sweeps.report.q_trend import check_q_of_r
+from sweeps.study.tracking import Q_TREND_TAG, STUDY_EXPERIMENT, log_study_analysis
 
 MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 

@@ -1,8 +1,7 @@
 """The RankMe early-stop rule: its arithmetic, its replay on finished trials, and the live scheduler
-on real Ray Tune - one rule (sweeps.early_stop_rule) for all three."""
+on real Ray Tune - one rule (sweeps.study.early_stop_rule) for all three."""
 
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
@@ -10,8 +9,10 @@ from ray import tune
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from sweeps.early_prediction import simulate_rankme_early_stop
-from sweeps.early_stop_rule import (
+from sweeps.report.early_prediction import simulate_rankme_early_stop
+from sweeps.scaling import main
+from sweeps.study.early_stop import RankMeEarlyStopScheduler, summarize_early_stop
+from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     check_step_for,
@@ -22,9 +23,7 @@ from sweeps.early_stop_rule import (
     replay_decision_point,
     should_stop,
 )
-from sweeps.grids import expand_grids
-from sweeps.rankme_early_stop import RankMeEarlyStopScheduler, summarize_early_stop
-from sweeps.scaling import main
+from sweeps.study.grids import expand_grids
 from tests.sweeps.synthetic_curves import curve_trainable, scheduler_test_curve
 
 TRAIN_STEPS = 40

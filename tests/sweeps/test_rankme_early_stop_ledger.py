@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline import tracking
-from sweeps.study_tracking import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
-from sweeps.tune_driver import run_study
+from sweeps.study.driver import run_study
+from sweeps.study.tracking import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
 from tests.sweeps.synthetic_curves import RANKME_LEVEL
 
 CURVE_RUNNER = "tests.sweeps.synthetic_curves:run_curve_trial"

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeps.law_forms import JointLaw
-from sweeps.report import study_figures, study_markdown
-from sweeps.study_fits import fit_study_laws
+from sweeps.laws.forms import JointLaw
+from sweeps.report.fits import fit_study_laws
+from sweeps.report.markdown import study_figures, study_markdown
 
 TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline import tracking
 from sweeps.scaling import main
-from sweeps.study_tracking import STUDY_EXPERIMENT
+from sweeps.study.tracking import STUDY_EXPERIMENT
 
 
 def test_unknown_grid_exits_2_naming_the_choices(capsys, tracking_uri):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pipeline import tracking
-from sweeps.law_forms import SaturatingLaw
-from sweeps.study_tracking import (
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.tracking import (
     STUDY_EXPERIMENT,
     TrialResult,
     log_trial_result,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline import tracking
-from sweeps.study_tracking import STATUS_TAG
-from sweeps.tune_driver import run_study
+from sweeps.study.driver import run_study
+from sweeps.study.tracking import STATUS_TAG
 
 SYNTHETIC_RUNNER = "tests.sweeps.synthetic_trials:run_synthetic_trial"
 

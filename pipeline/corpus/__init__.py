@@ -1,0 +1,1 @@
+"""`python -m pipeline.corpus`: the default pretraining corpus and labeled tasks, built offline."""

@@ -1,0 +1,1 @@
+"""Stage 3, `python -m pipeline.evaluate`: RankMe and probe quality of a checkpoint, HEAR API."""

@@ -1,0 +1,1 @@
+"""Downstream probes on frozen embeddings: the HEAR MLP grid, the LID head, task metrics."""

@@ -1,0 +1,181 @@
+"""Evaluate a pretrained checkpoint: RankMe R and probe quality Q on labeled HEAR tasks.
+
+`evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` embeds every task's clips once with the
+frozen model, measures RankMe on a seeded sample of `rankme_n` of those scene embeddings, trains
+the HEAR probe grid per task and seed (under a named schedule, pipeline.evaluate.probes.grid.PROBE_SCHEDULES),
+and aggregates (pipeline.evaluate.scores). With `lid_probe`, language-ID tasks are scored instead by the
+attentive LID head on frame embeddings (pipeline.evaluate.probes.lid); each task score names its probe.
+`log_evaluation` writes the result to MLflow; `write_results` to CSV and JSON.
+CLI: `python -m pipeline.evaluate --help`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.evaluate.probes.grid import ProbeTrainingConfig
+from pipeline.evaluate.probes.lid import LidProbeConfig
+from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
+from pipeline.evaluate.scores import TaskScore, quality_q
+from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.evaluate.task_jobs import (
+    TaskEvaluation,
+    TaskJob,
+    evaluate_tasks,
+    load_embedder,
+)
+from pipeline.rankme import rankme_with_shape, sample_fixed_n
+
+# Scene embeddings RankMe is measured on. RankMe grows with N, so every compared value must use
+# the same N: the default task set holds ~7,000 clips, so 4,096 fits it with room to spare.
+DEFAULT_EVALUATE_RANKME_N = 4096
+RANKME_SEED = 0
+
+
+@dataclass(kw_only=True)
+class EvaluationResult:
+    checkpoint_dir: str
+    model_name: str
+    step: int
+    rankme: float
+    rankme_n: int
+    rankme_k: int
+    task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores", "probe"}
+    q: float
+    seeds: int
+    probe_protocol: dict = field(default_factory=dict)  # ProbeTrainingConfig as a dict ("schedule": its name)
+    lid_probe: dict | None = None  # LidProbeConfig as a dict when language-ID tasks used the LID head
+    seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
+    run_id: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def evaluate_checkpoint(
+    checkpoint_dir: str | Path,
+    *,
+    tasks_dir: str | Path,
+    task_names: list[str] | None = None,
+    rankme_n: int = DEFAULT_EVALUATE_RANKME_N,
+    seeds: int = DEFAULT_SEEDS,
+    probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
+    lid_probe: LidProbeConfig | None = None,
+    device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+) -> EvaluationResult:
+    """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`.
+
+    `lid_probe`, when given, scores the language-ID tasks (TaskInfo.is_language_id) with the LID
+    head on frame embeddings; every other task keeps the MLP. `progress`, when given, receives one
+    line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that many processes
+    of one thread each (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
+    started = time.perf_counter()
+    embedder, meta = load_embedder(checkpoint_dir, device)
+    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
+    if lid_probe is not None and not any(task.is_language_id for task in tasks):
+        warnings.warn(
+            f"a LID head ({lid_probe.attention}) was asked for but none of the tasks {[t.name for t in tasks]} is marked "
+            "language-ID ('label_kind': 'language' in task_metadata.json; tasks built by older code lack it: add "
+            "it, or delete the tasks directory and rebuild it with `python -m pipeline.corpus tasks`); every task uses the MLP",
+            stacklevel=2,
+        )
+
+    def job(task) -> TaskJob:
+        return TaskJob(checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
+                       probe_training=probe_training, lid_probe=lid_probe, device=device)
+
+    seconds: dict[str, float] = {}
+    finished: dict[str, TaskEvaluation] = {}
+    for evaluation in evaluate_tasks(tasks, job, embedder=embedder, workers=workers):
+        finished[evaluation.task] = evaluation
+        seconds[f"embed/{evaluation.task}"] = evaluation.embed_seconds
+        seconds[f"probe/{evaluation.task}"] = evaluation.probe_seconds
+        if progress is not None:
+            score = evaluation.score
+            progress(
+                f"[evaluate] {evaluation.task}: {score.metric} {score.mean:.3f} by {score.probe} "
+                f"(embed {evaluation.embed_seconds:.1f} s, probe {evaluation.probe_seconds:.1f} s)"
+            )
+    # Task order, not finishing order: the RankMe sample must not depend on which worker was faster.
+    task_scores: dict[str, TaskScore] = {task.name: finished[task.name].score for task in tasks}
+    all_features = [finished[task.name].features for task in tasks]
+    rankme_value = _rankme_of(np.concatenate(all_features), rankme_n)
+    seconds["total"] = time.perf_counter() - started
+    return EvaluationResult(
+        checkpoint_dir=str(Path(checkpoint_dir).resolve()),
+        model_name=str(meta.get("model_name")),
+        step=int(meta.get("step", 0)),
+        rankme=rankme_value.value,
+        rankme_n=rankme_value.n_samples,
+        rankme_k=rankme_value.n_features,
+        task_scores={name: score.to_dict() for name, score in task_scores.items()},
+        q=quality_q({name: score.mean for name, score in task_scores.items()}),
+        seeds=seeds,
+        probe_protocol=asdict(probe_training),
+        lid_probe=asdict(lid_probe) if lid_probe is not None else None,
+        seconds=seconds,
+    )
+
+
+def _rankme_of(features: np.ndarray, rankme_n: int):
+    if len(features) < rankme_n:
+        warnings.warn(
+            f"RankMe asked for N={rankme_n} but the tasks hold {len(features)} clips; using all "
+            f"{len(features)} (recorded as rankme_n). Compare only values with the same N.",
+            stacklevel=3,
+        )
+        rankme_n = len(features)
+    return rankme_with_shape(sample_fixed_n(features, n_samples=rankme_n, seed=RANKME_SEED))
+
+
+RESULT_COLUMNS = ["task", "metric", "mean", "ci_low", "ci_high", "probe"]  # probe: e.g. "mlp-hear", "lid-agent"
+
+
+def results_rows(result: EvaluationResult) -> list[dict]:
+    """One row per task plus a summary row: the results table of the CSV and the console."""
+    rows = [
+        {"task": task, "metric": score["metric"], "mean": score["mean"], "ci_low": score["ci_low"], "ci_high": score["ci_high"],
+         "probe": score.get("probe", "")}
+        for task, score in result.task_scores.items()
+    ]
+    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q, "ci_low": np.nan, "ci_high": np.nan, "probe": ""})
+    return rows
+
+
+def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Path, Path]:
+    """`evaluation.json` (everything) and `evaluation.csv` (per-task table) in `output_dir`."""
+    directory = Path(output_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / "evaluation.json"
+    json_path.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    csv_path = directory / "evaluation.csv"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(results_rows(result))
+    return json_path, csv_path
+
+
+def format_table(result: EvaluationResult) -> str:
+    """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
+    lines = [
+        f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds, "
+        f"probe schedule {result.probe_protocol.get('schedule', '?')}",
+        f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI",
+    ]
+    for row in results_rows(result):
+        interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {row['probe']:<14}{interval}")
+    lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k})")
+    lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""Read HEAR scene-task directories (reference/evaluation.md).
+
+Layout: `<task>/task_metadata.json`, `<task>/labelvocabulary.csv` (idx,label),
+`<task>/<split>.json` ({file name: [labels]}), audio in `<task>/16000/<split>/<file>`.
+A tasks directory may hold `tasks.json` (an index); otherwise every subdirectory with a
+`task_metadata.json` is a task.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile
+
+HEAR_SAMPLE_RATE_HZ = 16_000
+TRAIN_VALID_TEST = ("train", "valid", "test")
+# `label_kind` in task_metadata.json (an audioscale addition to the HEAR format) says what the labels
+# name. "language" marks language-ID tasks, which `pipeline.evaluate.run --lid-head` probes with an
+# attentive head on frame embeddings; the task builders write it (pipeline/tasks), and any other
+# HEAR task directory can opt in by adding the field. Missing = unspecified.
+LANGUAGE_LABEL_KIND = "language"
+
+
+class TaskFormatError(ValueError):
+    """A task directory does not follow the HEAR format; the message names the file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskInfo:
+    name: str
+    directory: Path
+    prediction_type: str  # "multiclass" | "multilabel"
+    primary_metric: str
+    split_mode: str
+    splits: tuple[str, ...]
+    labels: tuple[str, ...]  # index -> label, from labelvocabulary.csv
+    label_kind: str = ""  # what the labels name ("language", ...), from task_metadata.json
+
+    @property
+    def multilabel(self) -> bool:
+        return self.prediction_type == "multilabel"
+
+    @property
+    def is_language_id(self) -> bool:
+        return self.label_kind == LANGUAGE_LABEL_KIND
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSplit:
+    """Which split trains, which validates and which tests, for one fold."""
+
+    train: tuple[str, ...]
+    valid: str
+    test: str
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TaskFormatError(f"missing {path}; is this a HEAR task directory?") from None
+    except json.JSONDecodeError as error:
+        raise TaskFormatError(f"{path} is not valid JSON: {error}") from None
+
+
+def read_task_info(task_dir: str | Path) -> TaskInfo:
+    directory = Path(task_dir)
+    metadata = _read_json(directory / "task_metadata.json")
+    embedding_type = metadata.get("embedding_type", "scene")
+    if embedding_type != "scene":
+        raise TaskFormatError(f"{directory}: embedding_type {embedding_type!r} is not supported (scene tasks only)")
+    prediction_type = metadata.get("prediction_type")
+    if prediction_type not in ("multiclass", "multilabel"):
+        raise TaskFormatError(f"{directory}/task_metadata.json: prediction_type must be multiclass or multilabel")
+    metrics = metadata.get("evaluation") or []
+    if not metrics:
+        raise TaskFormatError(f"{directory}/task_metadata.json: 'evaluation' lists no metric (the first is primary)")
+    vocabulary_path = directory / "labelvocabulary.csv"
+    if not vocabulary_path.exists():
+        raise TaskFormatError(f"missing {vocabulary_path}")
+    with vocabulary_path.open(newline="") as handle:
+        rows = sorted(((int(row["idx"]), row["label"]) for row in csv.DictReader(handle)))
+    if [idx for idx, _ in rows] != list(range(len(rows))):
+        raise TaskFormatError(f"{vocabulary_path}: idx must run 0..{len(rows) - 1} without gaps")
+    splits = metadata.get("splits") or []
+    split_names = tuple(s["name"] if isinstance(s, dict) else str(s) for s in splits)
+    return TaskInfo(
+        name=str(metadata.get("task_name", directory.name)),
+        directory=directory,
+        prediction_type=prediction_type,
+        primary_metric=str(metrics[0]),
+        split_mode=str(metadata.get("split_mode", "trainvaltest")),
+        splits=split_names or TRAIN_VALID_TEST,
+        labels=tuple(label for _, label in rows),
+        label_kind=str(metadata.get("label_kind") or ""),
+    )
+
+
+def probe_splits(task: TaskInfo) -> list[ProbeSplit]:
+    """trainvaltest: one fold. k-fold (fold00, fold01, ...): each fold tests once, the next one
+    validates, the rest train (the HEAR convention)."""
+    if set(TRAIN_VALID_TEST) <= set(task.splits):
+        return [ProbeSplit(train=("train",), valid="valid", test="test")]
+    folds = sorted(s for s in task.splits if s.startswith("fold"))
+    if len(folds) < 3:
+        raise TaskFormatError(f"{task.directory}: needs train/valid/test splits or at least 3 folds, got {task.splits}")
+    return [
+        ProbeSplit(
+            train=tuple(f for f in folds if f not in (test, folds[(i + 1) % len(folds)])),
+            valid=folds[(i + 1) % len(folds)],
+            test=test,
+        )
+        for i, test in enumerate(folds)
+    ]
+
+
+def read_split_labels(task: TaskInfo, split: str) -> dict[str, list[str]]:
+    """{file name: [labels]} of one split, checked against the label vocabulary."""
+    labels = _read_json(task.directory / f"{split}.json")
+    known = set(task.labels)
+    for file_name, file_labels in labels.items():
+        unknown = [label for label in file_labels if str(label) not in known]
+        if unknown:
+            raise TaskFormatError(f"{task.directory}/{split}.json: {file_name} has labels {unknown} not in labelvocabulary.csv")
+    return {name: [str(label) for label in file_labels] for name, file_labels in labels.items()}
+
+
+def split_audio_path(task: TaskInfo, split: str, file_name: str) -> Path:
+    return task.directory / str(HEAR_SAMPLE_RATE_HZ) / split / file_name
+
+
+def read_task_audio(task: TaskInfo, split: str, file_name: str) -> np.ndarray:
+    """A task clip as float32 mono at 16 kHz (HEAR tasks are stored at 16 kHz already)."""
+    path = split_audio_path(task, split, file_name)
+    try:
+        wave, sample_rate_hz = soundfile.read(path, dtype="float32", always_2d=True)
+    except (FileNotFoundError, RuntimeError, soundfile.LibsndfileError) as error:
+        raise TaskFormatError(f"cannot read task audio {path}: {error}") from None
+    if sample_rate_hz != HEAR_SAMPLE_RATE_HZ:
+        raise TaskFormatError(f"{path} is {sample_rate_hz} Hz; HEAR task audio must be {HEAR_SAMPLE_RATE_HZ} Hz")
+    return wave.mean(axis=1)
+
+
+def encode_targets(task: TaskInfo, labels_per_file: list[list[str]]) -> np.ndarray:
+    """Class indices (n,) int64 for multiclass, multi-hot (n, classes) float32 for multilabel."""
+    index = {label: i for i, label in enumerate(task.labels)}
+    if task.multilabel:
+        targets = np.zeros((len(labels_per_file), len(task.labels)), dtype=np.float32)
+        for row, file_labels in enumerate(labels_per_file):
+            targets[row, [index[label] for label in file_labels]] = 1.0
+        return targets
+    for file_labels in labels_per_file:
+        if len(file_labels) != 1:
+            raise TaskFormatError(f"task {task.name} is multiclass but a file has labels {file_labels}")
+    return np.array([index[file_labels[0]] for file_labels in labels_per_file], dtype=np.int64)
+
+
+def list_task_dirs(tasks_dir: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Task directories under `tasks_dir`, optionally only `names` (unknown names are an error)."""
+    root = Path(tasks_dir)
+    if not root.is_dir():
+        raise TaskFormatError(
+            f"tasks directory {root} does not exist; build it with `python -m pipeline.corpus tasks --output {root}`"
+        )
+    available = sorted(p.parent.name for p in root.glob("*/task_metadata.json"))
+    if names is None:
+        if not available:
+            raise TaskFormatError(f"no HEAR tasks (*/task_metadata.json) under {root}")
+        return [root / name for name in available]
+    missing = [name for name in names if name not in available]
+    if missing:
+        raise TaskFormatError(f"unknown task(s) {missing} under {root}; available: {available}")
+    return [root / name for name in names]

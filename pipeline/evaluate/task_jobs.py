@@ -1,0 +1,123 @@
+"""One task's evaluation (embed its clips, train its probes), run here or in worker processes.
+
+A task's result depends only on the checkpoint, the task and the seeds: every probe run seeds its
+own generators. So tasks can be scored in parallel processes and give the numbers a serial run
+gives (tests/pipeline/test_evaluate_workers.py). Probe training is small tensor work that a
+second torch thread barely speeds up; processes of one thread each scale better (on 2 vCPUs only
+1.17x over one process of 2 threads: `python benchmarks/bench_evaluate.py --compare-serial`).
+
+Workers are started with "spawn": forking a process that runs Ray (the study's trial actor) or
+holds OpenMP threads is unsafe. Each worker loads the checkpoint once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline.audio.frontend import get_preset
+from pipeline.checkpoint import load_model_from_checkpoint
+from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
+from pipeline.evaluate.probes.grid import ProbeTrainingConfig
+from pipeline.evaluate.probes.lid import LidProbeConfig, probe_task_lid
+from pipeline.evaluate.probes.scene import probe_task
+from pipeline.evaluate.scores import TaskScore
+from pipeline.evaluate.task_data import TaskInfo, read_split_labels
+from pipeline.evaluate.task_embeddings import embed_task
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskEvaluation:
+    task: str
+    score: TaskScore
+    features: np.ndarray  # every clip's scene embedding (n_clips, dim), all splits: RankMe's input
+    embed_seconds: float
+    probe_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskJob:
+    """Everything a worker needs to score one task (plain values: it is pickled to the worker)."""
+
+    checkpoint_dir: str
+    task_dir: str
+    seeds: int
+    probe_training: ProbeTrainingConfig
+    lid_probe: LidProbeConfig | None
+    device: str
+
+
+_EMBEDDERS: dict[tuple[str, str], FrameEmbedder] = {}  # per process: (checkpoint, device) -> embedder
+
+
+def load_embedder(checkpoint_dir: str | Path, device: str) -> tuple[FrameEmbedder, dict]:
+    model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
+    normalisation = normalisation_for(get_preset(model.spec.frontend_preset), meta)
+    return FrameEmbedder(model, normalisation=normalisation, device=device), meta
+
+
+def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> TaskEvaluation:
+    """Embed one task with the frozen model, then score it with its probe."""
+    tick = time.perf_counter()
+    uses_lid_head = job.lid_probe is not None and task.is_language_id
+    embeddings = embed_task(task, embedder, keep_frames=uses_lid_head)
+    embed_seconds = time.perf_counter() - tick
+    tick = time.perf_counter()
+    if uses_lid_head:
+        score, _ = probe_task_lid(task, embeddings.frames, seeds=job.seeds, config=job.lid_probe)
+    else:
+        score, _ = probe_task(task, embeddings.splits, seeds=job.seeds, training=job.probe_training)
+    return TaskEvaluation(
+        task=task.name,
+        score=score,
+        features=embeddings.all_features(),
+        embed_seconds=embed_seconds,
+        probe_seconds=time.perf_counter() - tick,
+    )
+
+
+def _evaluate_in_worker(job: TaskJob) -> TaskEvaluation:
+    from pipeline.evaluate.task_data import read_task_info
+
+    key = (job.checkpoint_dir, job.device)
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = load_embedder(job.checkpoint_dir, job.device)[0]
+    return evaluate_task(read_task_info(job.task_dir), _EMBEDDERS[key], job)
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _clip_count(task: TaskInfo) -> int:
+    return sum(len(read_split_labels(task, split)) for split in task.splits)
+
+
+def evaluate_tasks(
+    tasks: list[TaskInfo],
+    job: Callable[[TaskInfo], TaskJob],
+    *,
+    embedder: FrameEmbedder,
+    workers: int,
+) -> Iterator[TaskEvaluation]:
+    """Each task's evaluation as it finishes: here with `embedder` (workers=1), else in `workers`
+    processes of one thread each, the largest tasks first so none is left running alone at the end."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if workers == 1 or len(tasks) < 2:
+        for task in tasks:
+            yield evaluate_task(task, embedder, job(task))
+        return
+    by_size = sorted(tasks, key=_clip_count, reverse=True)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context, initializer=_one_thread) as pool:
+        futures = [pool.submit(_evaluate_in_worker, job(task)) for task in by_size]
+        for future in as_completed(futures):
+            yield future.result()

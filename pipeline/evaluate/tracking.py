@@ -1,0 +1,115 @@
+"""Evaluation results in MLflow, through `pipeline.tracking` (the only module importing mlflow).
+
+Where results go: a child run `evaluate-step<step>` of the pretraining run (found from the
+checkpoint's `pretrain_config.mlflow_run_id`, or given), holding every number, the parameters
+(tasks, seeds, RankMe N and K, the probe schedule `probe_schedule`, `lid_head`, and which probe
+scored each task, `<task>/probe`) and the JSON/CSV tables; the headline metrics (`eval_q`,
+`eval_rankme`, `eval_rankme_n`, `eval_rankme_k`) are also logged on the pretraining run itself at
+the checkpoint's step, so Q and R sit beside the training curves. Without a pretraining run the
+evaluation run stands alone in the experiment `evaluate`.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from pipeline.evaluate.run import EvaluationResult, write_results
+from pipeline.tracking import (
+    attach_run,
+    experiment_name_of_run,
+    read_run,
+    resolve_tracking_uri,
+    start_or_resume_run,
+)
+
+STANDALONE_EXPERIMENT = "evaluate"
+CHECKPOINT_TAG = "audioscale.checkpoint_dir"
+
+
+def pretraining_run_id(meta: dict) -> str | None:
+    """The MLflow run that produced a checkpoint, when its model.json records it."""
+    return (meta.get("pretrain_config") or {}).get("mlflow_run_id") or meta.get("mlflow_run_id")
+
+
+def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path:
+    """The newest checkpoint of a pretraining run: its `audioscale.checkpoint_dir` tag, else the
+    highest-step checkpoint under the run's Ray storage (`storage_path/run_name`)."""
+    run = read_run(resolve_tracking_uri(tracking_uri), run_id)
+    tagged = run["tags"].get(CHECKPOINT_TAG)
+    if tagged and (Path(tagged) / "model.json").is_file():
+        return Path(tagged)
+    storage_path, run_name = run["params"].get("storage_path"), run["params"].get("run_name")
+    candidates = []
+    if storage_path and run_name and "://" not in storage_path:
+        candidates = sorted((Path(storage_path) / run_name).glob("**/checkpoint_step_*/model.json"), key=lambda p: p.parent.name)
+    if not candidates:
+        raise FileNotFoundError(
+            f"MLflow run {run_id} names no local checkpoint (tag {CHECKPOINT_TAG} or storage_path/run_name); "
+            "pass --checkpoint PATH instead"
+        )
+    return candidates[-1].parent
+
+
+def _finite(value: float) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def log_evaluation(
+    result: EvaluationResult,
+    *,
+    tracking_uri: str | None,
+    parent_run_id: str | None = None,
+    tasks_dir: str | None = None,
+) -> str:
+    """Log `result` (see module docstring); returns the evaluation run's id."""
+    uri = resolve_tracking_uri(tracking_uri)
+    run_name = f"evaluate-step{result.step}"
+    if parent_run_id is not None:
+        experiment_name = experiment_name_of_run(uri, parent_run_id)
+    else:
+        experiment_name = STANDALONE_EXPERIMENT
+    run = start_or_resume_run(
+        tracking_uri=uri,
+        experiment_name=experiment_name,
+        run_name=f"{run_name}-{Path(result.checkpoint_dir).name}" if parent_run_id is None else run_name,
+        parent_run_id=parent_run_id,
+        tags={CHECKPOINT_TAG: result.checkpoint_dir, "audioscale.stage": "evaluate"},
+    )
+    run.log_params(
+        {
+            "checkpoint_dir": result.checkpoint_dir,
+            "model_name": result.model_name,
+            "checkpoint_step": result.step,
+            "tasks": sorted(result.task_scores),
+            "tasks_dir": tasks_dir or "",
+            "seeds": result.seeds,
+            "rankme_n": result.rankme_n,
+            "rankme_k": result.rankme_k,
+            # probe_schedule names the MLP schedule ("hear" | "quick"); the other probe_* its values.
+            **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
+            "lid_head": (result.lid_probe or {}).get("attention", "none"),
+            **{f"lid_{key}": value for key, value in (result.lid_probe or {}).items() if key != "attention"},
+            # Which probe produced each task's score: "mlp-<schedule>" or "lid-<attention>".
+            **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
+        }
+    )
+    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k}
+    for task, score in result.task_scores.items():
+        metrics[f"{task}/score"] = score["mean"]
+        if _finite(score["ci_low"]):
+            metrics[f"{task}/ci_low"] = score["ci_low"]
+            metrics[f"{task}/ci_high"] = score["ci_high"]
+    metrics.update({f"seconds/{key}": value for key, value in result.seconds.items()})
+    run.log_metrics(metrics, step=result.step)
+    with tempfile.TemporaryDirectory(prefix="audioscale-eval-") as directory:
+        for path in write_results(result, directory):
+            run.log_artifact(path, artifact_path="evaluation")
+    run.finish()
+    if parent_run_id is not None:
+        attach_run(uri, parent_run_id).log_metrics(
+            {"eval_q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, "eval_rankme_k": result.rankme_k},
+            step=result.step,
+        )
+    return run.run_id

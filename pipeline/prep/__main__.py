@@ -1,0 +1,83 @@
+"""`python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
+
+    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
+        [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
+
+Exit status: 0 when at least one input produced rows (or a finished identical run was reused),
+1 when none did, 2 for a usage error (bad input path, output conflict). The flow is in
+`pipeline.prep.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from pipeline.audio.inputs import InputListingError
+from pipeline.prep.output import OutputConflictError
+from pipeline.prep.run import PrepConfig, PrepResult, run_prep
+
+
+def format_summary(result: PrepResult) -> str:
+    manifest = result.manifest
+    hours = manifest["total_hours"]
+    lines = []
+    if result.reused:
+        lines.append(f"prep: {result.output_dir} already holds these inputs with these settings "
+                     f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo.")
+    speed = f", {hours * 3600 / manifest['elapsed_s']:.0f}x real time" if manifest["elapsed_s"] > 0 else ""
+    if result.reused:
+        speed += f", made {manifest['created_utc']}"
+    lines.append(
+        f"prep: {manifest['num_inputs']} inputs -> {manifest['num_rows']} rows, {hours:.3f} h of audio "
+        f"({manifest['preset']['name']} preset, {manifest['n_mels']} mel) in {manifest['elapsed_s']:.1f} s{speed}"
+    )
+    if manifest["num_rejected"]:
+        by_kind = ", ".join(f"{count} {kind}" for kind, count in manifest["rejected_by_kind"].items())
+        lines.append(f"rejected {manifest['num_rejected']}: {by_kind} (reasons in rejected.jsonl)")
+    else:
+        lines.append("rejected 0")
+    if manifest["num_partial"]:
+        lines.append(f"{manifest['num_partial']} inputs decoded only in part (see partial_inputs in manifest.json)")
+    skipped = Counter({"non-audio files": manifest["skipped_non_audio_files"],
+                       "symlink loops": len(manifest["skipped_symlink_loops"])})
+    if +skipped:
+        lines.append("skipped while listing: " + ", ".join(f"{n} {what}" for what, n in (+skipped).items()))
+    lines.append(f"output: {result.output_dir} ({len(manifest['part_files'])} part files, manifest.json)")
+    if manifest["num_rows"] == 0:
+        lines.append("no input produced rows: check --input and rejected.jsonl")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> PrepConfig:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", required=True, type=Path, help="audio directory, or a .csv/.jsonl manifest")
+    parser.add_argument("--output", required=True, type=Path, help="shard directory to write")
+    parser.add_argument("--preset", default="audiomae", choices=["audiomae", "dasheng"])
+    parser.add_argument("--segment-s", type=float, default=10.0, help="longest segment (row), seconds")
+    parser.add_argument("--max-hours", type=float, default=None, help="seeded, nested subset of about H hours")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --max-hours subset")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--overwrite", action="store_true", help="replace shards made with other settings")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    return PrepConfig(input_path=args.input, output_dir=args.output.expanduser().absolute(), preset_name=args.preset,
+                      segment_s=args.segment_s, max_hours=args.max_hours, seed=args.seed, ray_address=args.address,
+                      overwrite=args.overwrite, show_progress=not args.no_progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    try:
+        result = run_prep(config)
+    except (OutputConflictError, InputListingError) as error:
+        print(f"prep: error: {error}", file=sys.stderr)
+        return 2
+    print(format_summary(result))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""A small Ray actor that the prep workers report to: rejections, partial decodes, progress.
+
+Ray Data can write the segment rows, but inputs that produce no rows leave no trace in them; the
+ledger is where their reasons go. Reports are per work item (a file, or a time range of a long
+file) and keyed by (source, range), so a retried task cannot count anything twice; a file is
+finished once all its ranges have reported, which is how the driver knows every report has
+arrived. It needs no CPU and holds only per-item metadata, never audio.
+"""
+
+from __future__ import annotations
+
+import ray
+
+from pipeline.prep.ranges import combine_item_outcomes
+
+
+@ray.remote(num_cpus=0)
+class PrepLedger:
+    def __init__(self):
+        self.outcomes: dict[str, dict[int, dict]] = {}  # source -> range index -> outcome
+        self.num_ranges: dict[str, int] = {}
+        self.finished_files = 0
+        self.audio_s = 0.0
+
+    def report(self, outcomes: list[dict]) -> None:
+        """One dict per finished item: source, range_index, num_ranges, range_start_s and the
+        fields of `segments.FileOutcome`."""
+        for outcome in outcomes:
+            source, range_index = outcome["source"], outcome["range_index"]
+            by_range = self.outcomes.setdefault(source, {})
+            self.num_ranges[source] = outcome["num_ranges"]
+            previous = by_range.get(range_index)
+            if previous is None and len(by_range) + 1 == outcome["num_ranges"]:
+                self.finished_files += 1
+            self.audio_s += outcome["audio_s"] - (previous["audio_s"] if previous else 0.0)
+            by_range[range_index] = outcome
+
+    def progress(self) -> tuple[int, float]:
+        """(files finished, seconds of audio turned into rows so far)."""
+        return self.finished_files, self.audio_s
+
+    def summary(self) -> dict:
+        verdicts = [combine_item_outcomes(source, by_range, self.num_ranges[source])
+                    for source, by_range in self.outcomes.items()]
+        return {
+            "rejected": [verdict.rejected for verdict in verdicts if verdict.rejected],
+            "partial": [verdict.partial for verdict in verdicts if verdict.partial],
+            "dropped_tail_s": sum(verdict.dropped_tail_s for verdict in verdicts),
+        }

@@ -1,0 +1,160 @@
+"""The prep output directory: fingerprint, re-run decisions, statistics, manifest, rejected.jsonl.
+
+`manifest.json` is written last and doubles as the completion marker: a directory with parts but no
+manifest is an interrupted run, which the next run clears and redoes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+import pipeline
+from pipeline.audio.inputs import InputFile
+from pipeline.shards.format import (
+    MANIFEST_NAME,
+    PART_GLOB,
+    REJECTED_NAME,
+    SHARD_FORMAT_VERSION,
+    read_shard_table,
+)
+
+OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME)
+
+
+class OutputConflictError(RuntimeError):
+    """The output directory holds something this run must not silently replace."""
+
+
+def compute_fingerprint(settings: dict, inputs: list[InputFile]) -> str:
+    """sha256 over the format version, the settings and each input's (source, size, mtime, label, split)."""
+    described = sorted((item.source, item.size_bytes, item.mtime_ns, item.label, item.split) for item in inputs)
+    payload = json.dumps({"format": SHARD_FORMAT_VERSION, "settings": settings, "inputs": described}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, overwrite: bool) -> bool:
+    """Make `output_dir` ready for a run. Returns True when a finished run with this fingerprint is
+    already there (nothing to do); raises `OutputConflictError` when it holds something else."""
+    if not output_dir.exists():
+        output_dir.mkdir(parents=True)
+        return False
+    if not output_dir.is_dir():
+        raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
+    foreign = [p.name for p in output_dir.iterdir() if p.name not in OUR_NAMES and not p.match(PART_GLOB)]
+    if foreign:
+        raise OutputConflictError(
+            f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty directory"
+        )
+    manifest_path = output_dir / MANIFEST_NAME
+    if manifest_path.is_file() and not overwrite:
+        previous = json.loads(manifest_path.read_text())
+        if previous.get("fingerprint") == fingerprint:
+            return True
+        changed = [key for key in settings if previous.get("settings", {}).get(key) != settings[key]]
+        what = f"settings differ ({', '.join(changed)})" if changed else "the input files differ"
+        raise OutputConflictError(
+            f"--output {output_dir} already holds shards made with other inputs or settings: {what}. "
+            "Use a new --output directory, or pass --overwrite to replace them."
+        )
+    clear_output_dir(output_dir)
+    return False
+
+
+def clear_output_dir(output_dir: Path) -> None:
+    """Remove only what prep writes (parts, manifest, rejected.jsonl)."""
+    for path in output_dir.glob(PART_GLOB):
+        path.unlink() if path.is_file() else shutil.rmtree(path)
+    for name in OUR_NAMES:
+        (output_dir / name).unlink(missing_ok=True)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RowStatistics:
+    sources: set[str]
+    num_rows: int
+    total_frames: int
+    total_audio_s: float
+    bin_mean: list[float]
+    bin_std: list[float]
+    rows_by_split: dict[str, int]
+
+
+def compute_row_statistics(output_dir: Path, n_mels: int) -> RowStatistics:
+    """Per-bin mean/std and counts from the small per-row columns; the mel matrices are not read."""
+    if not any(output_dir.glob(PART_GLOB)):
+        return RowStatistics(sources=set(), num_rows=0, total_frames=0, total_audio_s=0.0,
+                             bin_mean=[0.0] * n_mels, bin_std=[0.0] * n_mels, rows_by_split={})
+    table = read_shard_table(
+        output_dir, columns=["source", "split", "duration_s", "num_frames", "mel_bin_sum", "mel_bin_sq_sum"]
+    )
+    total_frames = int(table["num_frames"].to_numpy().sum())
+    bin_sum = table["mel_bin_sum"].combine_chunks().flatten().to_numpy().reshape(-1, n_mels).sum(axis=0)
+    bin_sq_sum = table["mel_bin_sq_sum"].combine_chunks().flatten().to_numpy().reshape(-1, n_mels).sum(axis=0)
+    mean = bin_sum / max(total_frames, 1)
+    std = np.sqrt(np.maximum(bin_sq_sum / max(total_frames, 1) - mean**2, 0.0))
+    splits = Counter(split for split in table["split"].to_pylist() if split is not None)
+    return RowStatistics(
+        sources=set(table["source"].to_pylist()),
+        num_rows=table.num_rows,
+        total_frames=total_frames,
+        total_audio_s=float(table["duration_s"].to_numpy().sum()),
+        bin_mean=[round(float(v), 6) for v in mean],
+        bin_std=[round(float(v), 6) for v in std],
+        rows_by_split=dict(sorted(splits.items())),
+    )
+
+
+def write_rejected(output_dir: Path, rejected: list[dict]) -> None:
+    lines = [json.dumps(record, ensure_ascii=False) for record in sorted(rejected, key=lambda r: r["path"])]
+    (output_dir / REJECTED_NAME).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def write_manifest(output_dir: Path, manifest: dict) -> None:
+    # Written through a temporary name so a crash never leaves a half manifest that looks finished.
+    temporary = output_dir / (MANIFEST_NAME + ".tmp")
+    temporary.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(output_dir / MANIFEST_NAME)
+
+
+def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path: str, num_listed: int,
+                   num_inputs: int, stats: RowStatistics, rejected: list[dict], partial: list[dict],
+                   dropped_tail_s: float, skipped_non_audio: int, skipped_symlink_loops: list[str],
+                   part_names: list[str], elapsed_s: float) -> dict:
+    return {
+        "format_version": SHARD_FORMAT_VERSION,
+        "audioscale_version": pipeline.__version__,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "fingerprint": fingerprint,
+        "input": input_path,
+        "settings": settings,
+        "preset": preset,
+        "n_mels": preset["n_mels"],
+        "sample_rate_hz": preset["sample_rate_hz"],
+        "hop_ms": preset["hop_ms"],
+        "num_listed_inputs": num_listed,  # before --max-hours
+        "num_inputs": num_inputs,
+        "num_rows": stats.num_rows,
+        "num_rejected": len(rejected),
+        "rejected_by_kind": dict(Counter(record["kind"] for record in rejected).most_common()),
+        "num_partial": len(partial),
+        "partial_inputs": partial,  # decoded part-way: rows hold what came before the error
+        "dropped_tail_s": round(dropped_tail_s, 6),  # tails shorter than one analysis window
+        "skipped_non_audio_files": skipped_non_audio,
+        "skipped_symlink_loops": skipped_symlink_loops,
+        "total_hours": stats.total_audio_s / 3600.0,
+        "total_frames": stats.total_frames,
+        "rows_by_split": stats.rows_by_split,
+        "mean": stats.bin_mean,  # per mel bin, over every stored frame
+        "std": stats.bin_std,
+        "part_files": part_names,
+        "elapsed_s": round(elapsed_s, 3),
+    }

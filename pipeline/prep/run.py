@@ -1,0 +1,232 @@
+"""`python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
+
+    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
+        [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
+
+Flow: list inputs on the driver -> (optional) seeded nested subset -> long files split into time
+ranges (`pipeline.prep.ranges`) -> Ray Data: batches of files and ranges -> decode, 16 kHz mono,
+log-mel per segment -> write_parquet -> statistics, rejected.jsonl and
+manifest.json on the driver. Exit status: 0 when at least one input produced rows (or a finished
+identical run was reused), 1 when none did, 2 for a usage error (bad input path, output conflict).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pipeline.audio.frontend import get_preset
+from pipeline.audio.inputs import (
+    InputFile,
+    InputListingError,
+    list_inputs,
+    select_subset_hours,
+)
+from pipeline.prep.output import (
+    build_manifest,
+    compute_fingerprint,
+    compute_row_statistics,
+    prepare_output_dir,
+    write_manifest,
+    write_rejected,
+)
+from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
+from pipeline.ray_session import connect_ray
+from pipeline.shards.format import PART_GLOB, read_manifest
+
+# Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
+BATCHES_PER_CPU = 4
+MAX_FILES_PER_BATCH = 64
+# A task's Parquet part is assembled in memory before it is written, so a batch is also capped by
+# the bytes of its input files (256 MB of 16-bit 16 kHz WAV is ~2.2 h of audio, ~130 MB of mel).
+MAX_BATCH_INPUT_BYTES = 256 * 1024**2
+# Dictionary pages and min/max statistics only pay off for the string columns; on the nested
+# float16 mel they tripled the cost of writing (and of reading back) for no gain in size.
+TEXT_COLUMNS = ["clip_id", "source", "label", "split"]
+PARQUET_ENCODING = {"use_dictionary": TEXT_COLUMNS, "write_statistics": TEXT_COLUMNS}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrepConfig:
+    input_path: Path
+    output_dir: Path
+    preset_name: str = "audiomae"
+    segment_s: float = 10.0
+    max_hours: float | None = None
+    seed: int = 0
+    ray_address: str | None = None
+    overwrite: bool = False
+    show_progress: bool = True
+    # Files longer than this are split into time ranges handled by different tasks; it bounds a
+    # task's memory, not the rows (they are the same for any value), so it is not a setting.
+    max_range_s: float = DEFAULT_MAX_RANGE_S
+
+    def settings(self) -> dict:
+        """What decides the rows; recorded in the manifest and hashed into the fingerprint."""
+        return {
+            "preset": self.preset_name,
+            "segment_s": self.segment_s,
+            "max_hours": self.max_hours,
+            "seed": self.seed if self.max_hours is not None else None,
+        }
+
+
+@dataclasses.dataclass(kw_only=True)
+class PrepResult:
+    output_dir: Path
+    manifest: dict
+    reused: bool
+    elapsed_s: float
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.manifest["num_rows"] > 0 else 1
+
+
+def files_per_batch(inputs: list[InputFile] | list[WorkItem], num_cpus: float) -> int:
+    """Files (or work items) handed to one task: balanced across CPUs, bounded in count and in input bytes."""
+    by_balance = math.ceil(len(inputs) / max(1.0, BATCHES_PER_CPU * num_cpus))
+    mean_bytes = sum(item.size_bytes for item in inputs) / max(1, len(inputs))
+    by_memory = int(MAX_BATCH_INPUT_BYTES // max(mean_bytes, 1.0))
+    return max(1, min(MAX_FILES_PER_BATCH, by_balance, by_memory))
+
+
+def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> None:
+    import ray
+    from ray.data.datasource import FilenameProvider
+
+    from pipeline.prep.featurize import FeaturizeFiles
+
+    class PartNames(FilenameProvider):
+        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
+            return f"part-{task_index:05d}-{write_uuid}.parquet"
+
+    num_cpus = ray.cluster_resources().get("CPU", 1.0)
+    work = plan_work_items(readable, segment_s=config.segment_s, max_range_s=config.max_range_s)
+    batch_files = files_per_batch(work, num_cpus)
+    items = [item.row(config.segment_s) for item in work]
+    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_files))
+    rows = files.map_batches(
+        FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),
+        batch_format="pyarrow",
+        batch_size=batch_files,
+        # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
+        # pool starving its own input cannot happen.
+        num_cpus=1,
+    )
+    context = ray.data.DataContext.get_current()
+    shows_bars, reserves = context.enable_progress_bars, context.op_resource_reservation_enabled
+    context.enable_progress_bars = False  # prep draws one bar counted in input files instead
+    # Prep is one fused map->write operator; the per-operator reservation only delayed the second
+    # task until the first had finished (bench_prep: the second core idled ~1 s per run).
+    context.op_resource_reservation_enabled = False
+    try:
+        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd",
+                           **PARQUET_ENCODING)
+    finally:
+        context.enable_progress_bars, context.op_resource_reservation_enabled = shows_bars, reserves
+
+
+def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
+    import ray
+    from tqdm import tqdm
+
+    # Redraws at most every 2 s so a log file (no terminal) gets a few lines, not hundreds.
+    with tqdm(total=total, unit="file", desc="prep", file=sys.stderr, mininterval=2.0) as bar:
+        while not stop.wait(1.0):
+            done, audio_s = ray.get(ledger.progress.remote())
+            if done != bar.n:
+                bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
+                bar.update(done - bar.n)
+        done, audio_s = ray.get(ledger.progress.remote())
+        bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
+        bar.update(done - bar.n)
+
+
+def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
+    """Workers report without waiting; give their last reports time to arrive. A file still
+    missing after the timeout is rejected as lost by `_account_for_every_input`, never dropped."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.get(ledger.progress.remote())[0] < num_files and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def run_prep(config: PrepConfig) -> PrepResult:
+    """Run the prep stage; reuses a finished identical output."""
+    started = time.monotonic()
+    preset = get_preset(config.preset_name)
+    if config.segment_s <= 0:
+        raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
+    listing = list_inputs(config.input_path)
+    selected = listing.inputs
+    if config.max_hours is not None:
+        selected = select_subset_hours(listing.inputs, max_hours=config.max_hours, seed=config.seed)
+    settings = config.settings()
+    fingerprint = compute_fingerprint(settings, selected)
+    if prepare_output_dir(config.output_dir, fingerprint=fingerprint, settings=settings, overwrite=config.overwrite):
+        return PrepResult(output_dir=config.output_dir, manifest=read_manifest(config.output_dir), reused=True,
+                          elapsed_s=time.monotonic() - started)
+
+    # Inputs that cannot even be opened are rejected here; the rest go to Ray.
+    rejected = [{"path": i.source, "kind": i.problem_kind, "reason": i.problem} for i in selected if i.problem]
+    readable = [i for i in selected if not i.problem]
+    partial, dropped_tail_s = [], 0.0
+    if readable:
+        import ray
+
+        from pipeline.prep.ledger import PrepLedger
+
+        started_ray = connect_ray(config.ray_address)
+        try:
+            ledger = PrepLedger.remote()
+            stop = threading.Event()
+            bar = threading.Thread(target=_progress_bar, args=(ledger, len(readable), stop), daemon=True)
+            if config.show_progress:
+                bar.start()
+            try:
+                _run_ray_pipeline(config, readable, ledger)
+                _wait_for_ledger(ledger, len(readable))
+            finally:
+                stop.set()
+                if bar.is_alive():
+                    bar.join()
+            ledger_summary = ray.get(ledger.summary.remote())
+            ray.kill(ledger)
+        finally:
+            if started_ray:
+                ray.shutdown()
+        rejected += ledger_summary["rejected"]
+        partial, dropped_tail_s = ledger_summary["partial"], ledger_summary["dropped_tail_s"]
+
+    stats = compute_row_statistics(config.output_dir, preset.n_mels)
+    rejected = _account_for_every_input(readable, stats.sources, rejected)
+    write_rejected(config.output_dir, rejected)
+    manifest = build_manifest(
+        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(),
+        input_path=str(config.input_path.expanduser().absolute()),
+        num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
+        dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
+        skipped_symlink_loops=listing.skipped_symlink_loops,
+        part_names=sorted(p.name for p in config.output_dir.glob(PART_GLOB)),
+        elapsed_s=time.monotonic() - started,
+    )
+    write_manifest(config.output_dir, manifest)
+    return PrepResult(output_dir=config.output_dir, manifest=manifest, reused=False,
+                      elapsed_s=time.monotonic() - started)
+
+
+def _account_for_every_input(readable: list[InputFile], sources: set[str], rejected: list[dict]) -> list[dict]:
+    """The invariant: each input is a row source or rejected. Any file a failed worker lost without
+    a report is rejected here rather than vanishing."""
+    accounted = sources | {record["path"] for record in rejected}
+    lost = [
+        {"path": i.source, "kind": "lost", "reason": "no rows and no reason reported (a worker failed?); re-run"}
+        for i in readable if i.source not in accounted
+    ]
+    return [record for record in rejected if record["path"] not in sources] + lost

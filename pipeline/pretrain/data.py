@@ -1,0 +1,101 @@
+"""The data side of pretraining: which crops the workers stream, and the RankMe sample.
+
+Fresh crops every epoch: `crop_dataset` draws one crop per segment from (seed, clip id), so a
+dataset re-read with the same seed repeats its crops. One training pass therefore holds
+`epochs_per_pass` epochs cropped with seeds seed, seed+1, ...: enough epochs that one pass covers
+every step of the run (capped; a longer run starts the pass again). Segments are 10 s and crops
+2 s in the default setup, so fixed crops would leave most of every segment unseen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from pipeline.pretrain.config import PretrainConfig
+from pipeline.shards.crops import crop_dataset, read_crops
+from pipeline.shards.format import read_manifest
+
+MAX_EPOCHS_PER_PASS = 16
+RANKME_SEED = 1_000_003  # a fixed sample, independent of the training seed
+
+
+class ShardMismatchError(ValueError):
+    """The shards were made with a front end the model was not built for."""
+
+
+def check_shards_match_model(shards_dir: str, manifest: dict[str, Any], model_spec: Any) -> None:
+    """Refuse shards whose preset / mel bins differ from what the model expects."""
+    preset_name = manifest.get("preset", {}).get("name")
+    if preset_name != model_spec.frontend_preset or int(manifest["n_mels"]) != model_spec.n_mels:
+        raise ShardMismatchError(
+            f"shards {shards_dir} hold {manifest['n_mels']}-bin '{preset_name}' log-mels, but "
+            f"{model_spec.name} expects {model_spec.n_mels}-bin '{model_spec.frontend_preset}'; "
+            f"re-run prep with --preset {model_spec.frontend_preset} or choose another model"
+        )
+
+
+def epochs_per_pass(config: PretrainConfig, num_rows: int) -> int:
+    """How many differently seeded epochs one streaming pass holds (1..MAX_EPOCHS_PER_PASS)."""
+    needed_crops = config.steps * config.global_batch_size
+    return max(1, min(MAX_EPOCHS_PER_PASS, math.ceil(needed_crops / max(1, num_rows))))
+
+
+def build_training_dataset(config: PretrainConfig, *, crop_frames: int):
+    """Ray Dataset of training crops ("mel": float32 (crop_frames, n_mels)), streamed.
+
+    Each epoch reads the part files in its own seeded order; the workers' local shuffle buffer
+    mixes rows within that. No block-order shuffle: it is an all-to-all barrier that read and
+    cropped every epoch of the pass before the first step (40 s of a 100-step debug run). The
+    epochs are one dataset, not a union of per-epoch datasets: one execution to start, not several.
+    """
+    manifest = read_manifest(config.shards_dir)
+    return crop_dataset(
+        config.shards_dir,
+        crop_frames=crop_frames,
+        seed=config.seed,
+        file_order_seed=config.seed,
+        epochs=epochs_per_pass(config, int(manifest["num_rows"])),
+    )
+
+
+def load_rankme_crops(config: PretrainConfig, *, crop_frames: int) -> torch.Tensor:
+    """A fixed set of up to `rankme_num_clips` crops, float32 (clips, crop_frames, n_mels)."""
+    source = config.rankme_shards_dir or config.shards_dir
+    # Read in this process: a Ray Data job for a few hundred crops cost ~14 s per run to start.
+    crops = read_crops(source, crop_frames=crop_frames, seed=RANKME_SEED, limit=config.rankme_num_clips)
+    if not len(crops):
+        raise ValueError(f"no crops of {crop_frames} frames in {source} for RankMe")
+    return torch.from_numpy(crops)
+
+
+def iterate_micro_batches(
+    data_shard, *, micro_batch_size: int, device: torch.device, shuffle_buffer_crops: int, seed: int
+) -> Iterator[torch.Tensor]:
+    """Endless micro-batches (micro, crop_frames, n_mels) from this worker's share of the stream.
+
+    Ray Train splits each pass into equal shares, so every rank yields the same number of batches
+    per pass and starts the next pass together with the others.
+    """
+    pass_index = 0
+    while True:
+        num_batches = 0
+        for batch in data_shard.iter_torch_batches(
+            batch_size=micro_batch_size,
+            dtypes=torch.float32,
+            device=device,
+            drop_last=True,
+            local_shuffle_buffer_size=shuffle_buffer_crops or None,
+            local_shuffle_seed=seed + pass_index,
+        ):
+            num_batches += 1
+            yield batch["mel"]
+        if num_batches == 0:
+            raise ValueError(
+                f"this worker received no full micro-batch of {micro_batch_size} crops: the shards hold too "
+                "few segments for the batch size and number of workers; lower --batch-size or add audio"
+            )
+        pass_index += 1

@@ -1,0 +1,179 @@
+"""`python -m pipeline.pretrain`: masked pretraining on Ray Train, tracked in MLflow.
+
+    python -m pipeline.pretrain --model NAME --shards DIR --steps S --batch-size B --num-workers W
+        [--use-gpu] [--lr] [--mask-ratio] [--run-name] [--storage-path] [--tracking-uri]
+        [--experiment] [--address] ...      (--help lists every option with its default)
+    ray job submit --working-dir . -- python -m pipeline.pretrain ...
+    python -m pipeline.pretrain             (no arguments: the embedded CPU default)
+
+The driver builds the TorchTrainer; the per-worker loop is `pipeline.pretrain.loop.train_loop`.
+Running again with the same --run-name (and storage path) resumes from the run's last checkpoint
+and appends to the same MLflow run; worker crashes are retried up to --max-failures times, each
+time from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+import safetensors.torch
+import torch
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+
+import models
+from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
+from pipeline.pretrain import debug_hooks
+from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
+from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
+from pipeline.ray_session import connect_ray
+from pipeline.shards.format import read_manifest
+from pipeline.tracking import (
+    CODE_VERSION_ENV,
+    code_version,
+    read_run,
+    start_or_resume_run,
+)
+
+__all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN/inf loss or gradient; the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainResult:
+    run_name: str
+    run_id: str  # MLflow run id
+    tracking_uri: str
+    checkpoint_dir: str  # the final checkpoint (a local path, or a URI on cloud storage)
+    steps: int  # optimizer steps the checkpoint has been trained for
+    final_loss: float
+    rankme_history: list[tuple[int, float]]  # (step, RankMe) over the whole run, resumes included
+    encoder_parameters: int
+    total_parameters: int
+
+
+def describe_model(config: PretrainConfig) -> tuple[Any, dict[str, Any]]:
+    """(spec, MLflow parameters of the model) without allocating weights (built on the meta device)."""
+    with torch.device("meta"):
+        model = models.build_model(config.model_name, **config.model_build_overrides())
+    return model.spec, {
+        "encoder_parameters": models.count_parameters(model.encoder),
+        "total_parameters": models.count_parameters(model),
+        "training_flops_per_sample": model.training_flops_per_sample(),
+        "crop_frames": model.spec.crop_frames,
+        "effective_mask_ratio": model.spec.mask_ratio,
+        "lr_scale": float(getattr(model, "lr_scale", 1.0)),
+    }
+
+
+def run_pretraining(config: PretrainConfig, *, run_callbacks: Sequence[Any] = ()) -> PretrainResult:
+    """Pretrain one model on Ray Train; raises NonFiniteLossError or ray.train.TrainingFailedError.
+
+    `run_callbacks` go into the trainer's RunConfig (e.g. Tune's TuneReportCallback in a study trial)."""
+    started_ray = connect_ray(config.ray_address)
+    try:
+        return _run_on_ray(config, run_callbacks)
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> PretrainResult:
+    config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"))
+    spec, model_params = describe_model(config)
+    manifest = read_manifest(config.shards_dir)
+    check_shards_match_model(config.shards_dir, manifest, spec)
+    config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
+    run = start_or_resume_run(
+        tracking_uri=config.tracking_uri,
+        experiment_name=config.experiment_name,
+        run_name=config.run_name,
+        parent_run_id=config.parent_run_id,
+    )
+    config = dataclasses.replace(config, mlflow_run_id=run.run_id)
+    run.log_params(
+        {
+            **{k: v for k, v in config.to_dict().items() if k not in ("mlflow_run_id", "parent_run_id")},
+            "code_version": code_version(),
+            "shard_total_hours": manifest["total_hours"],
+            "shard_num_rows": manifest["num_rows"],
+            "accumulation_steps": config.accumulation_steps,
+            **model_params,
+        }
+    )
+    run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=config.to_dict(),
+        datasets={"train": build_training_dataset(config, crop_frames=spec.crop_frames)},
+        scaling_config=ScalingConfig(
+            num_workers=config.num_workers,
+            use_gpu=config.use_gpu,
+            resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if config.use_gpu else {})},
+            placement_strategy=config.placement_strategy,
+        ),
+        run_config=RunConfig(
+            name=config.run_name,
+            storage_path=config.storage_path,
+            failure_config=FailureConfig(max_failures=config.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=config.num_checkpoints_to_keep),
+            callbacks=list(run_callbacks),
+            worker_runtime_env={
+                "env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}
+            },
+        ),
+    )
+    try:
+        result = trainer.fit()
+    except Exception:
+        run.finish("FAILED")
+        raise
+    bad_step = run.tags().get(NON_FINITE_TAG)
+    if bad_step:
+        run.set_tags({"failure": f"non-finite loss at step {bad_step}"})
+        run.finish("FAILED")
+        last_good = result.checkpoint.path if result.checkpoint else "none (no checkpoint was written before it)"
+        raise NonFiniteLossError(
+            f"pretraining run {config.run_name!r} stopped: the loss or gradient became non-finite at step "
+            f"{bad_step}; the last good checkpoint is {last_good}. Lower --lr, raise --warmup-steps "
+            "or check the shards, then re-run with the same --run-name to resume from that checkpoint."
+        )
+    if result.checkpoint is None:
+        run.finish("FAILED")
+        raise RuntimeError(f"pretraining run {config.run_name!r} finished without a checkpoint")
+    with result.checkpoint.as_directory() as checkpoint_dir:
+        steps = int(read_checkpoint_meta(checkpoint_dir)["step"])
+        log_encoder_artifact(run, checkpoint_dir)
+    run.finish()
+    history = read_run(config.tracking_uri, run.run_id)["metrics"]
+    return PretrainResult(
+        run_name=config.run_name,
+        run_id=run.run_id,
+        tracking_uri=config.tracking_uri,
+        checkpoint_dir=result.checkpoint.path,
+        steps=steps,
+        final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
+        rankme_history=sorted(dict(history.get("rankme", [])).items()),
+        encoder_parameters=model_params["encoder_parameters"],
+        total_parameters=model_params["total_parameters"],
+    )
+
+
+def log_encoder_artifact(run, checkpoint_dir: str | Path) -> None:
+    """The encoder's weights (state_dict keys under `encoder.`) and model.json, as MLflow artifacts."""
+    weights = safetensors.torch.load_file(Path(checkpoint_dir) / WEIGHTS_FILE)
+    encoder = {key: value for key, value in weights.items() if key.startswith("encoder.")}
+    with tempfile.TemporaryDirectory(prefix="audioscale-encoder-") as directory:
+        safetensors.torch.save_file(encoder, Path(directory) / "encoder.safetensors")
+        (Path(directory) / META_FILE).write_text((Path(checkpoint_dir) / META_FILE).read_text())
+        run.log_artifact(Path(directory) / "encoder.safetensors", artifact_path="encoder")
+        run.log_artifact(Path(directory) / META_FILE, artifact_path="encoder")

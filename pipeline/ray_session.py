@@ -1,0 +1,54 @@
+"""The one way every stage connects to Ray: reuse, join a cluster, or start a private local one.
+
+Policy, in order:
+1. This process already runs Ray (a test fixture, a Tune trial, a caller's own `ray.init`): reuse it.
+2. An address (`--address`, or $RAY_ADDRESS as `ray job submit` sets it): join that cluster. An
+   explicit address ships the project's packages to the cluster's workers (`py_modules`), so a
+   plain `--address` run needs no install there; inside `ray job submit` the job's own runtime
+   environment (its `--working-dir`) already does that, so nothing is added.
+3. Otherwise a new local instance (`address="local"`: never a `ray start` cluster that happens to
+   run on this machine), with a capped object store (Ray's default takes 30% of RAM; the stages
+   stream, they never hold a data set in it), no dashboard, and the repository on the workers'
+   PYTHONPATH so they import the same code as the driver.
+
+The auth mode comes from $RAY_AUTH_MODE, set once for every process by scripts/env.sh: mixed
+modes on one machine fail with AuthenticationError (shared/reference/stack.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import ray
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pipeline", "models", "sweeps")
+
+
+def local_object_store_bytes() -> int:
+    """5% of RAM, at least 512 MiB (Ray's floor for a useful store), at most 4 GiB."""
+    return int(max(512 * 1024**2, min(4 * 1024**3, 0.05 * psutil.virtual_memory().total)))
+
+
+def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray by the policy above; True when this call started it (the caller
+    then shuts it down when done). `num_cpus` caps a new local instance (default: every core)."""
+    if ray.is_initialized():
+        return False
+    if address:
+        modules = [str(REPO_ROOT / package) for package in PACKAGES]
+        ray.init(address=address, runtime_env={"py_modules": modules}, log_to_driver=False)
+    elif os.environ.get("RAY_ADDRESS"):
+        ray.init(log_to_driver=False)
+    else:
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            object_store_memory=local_object_store_bytes(),
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+        )
+    return True

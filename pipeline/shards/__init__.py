@@ -1,0 +1,1 @@
+"""The mel shard contract (Parquet rows + manifest), where shards live, and the training crop reader."""

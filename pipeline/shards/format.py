@@ -1,0 +1,157 @@
+"""The mel shard format: how segment rows are laid out in Parquet, and how to read them back.
+
+A shard directory holds `part-*.parquet` (zstd), `manifest.json` and `rejected.jsonl`.
+
+The `mel` column is a nested list, `list<fixed_size_list<float16, n_mels>>`: one inner list of
+n_mels values per frame. It is plain Arrow (no Ray extension type), so pyarrow, pandas, polars and
+DuckDB read it without Ray, and rows of different lengths (a file's last segment) sit in one column.
+The frames of a whole column share one contiguous float16 buffer, so `mel_matrices` is zero-copy.
+`mel_bin_sum` / `mel_bin_sq_sum` (float64, per mel bin, over the row's stored float16 values) let
+the prep stage compute the dataset's per-bin mean/std without reading the matrices twice.
+
+Every reader takes a local folder or a URI (`s3://`, `gs://`, `file://`, ...; see
+`pipeline.shards.location`), so a cluster reads the same directory copied to a bucket.
+
+Reading without Ray: `read_shard_table(dir)`, or by hand
+`pd.concat(pd.read_parquet(p) for p in sorted(Path(dir).glob("part-*.parquet")))` and
+`mel_from_row(row)`. Pass the part files, not the folder: `pd.read_parquet(dir)` also tries to
+parse manifest.json as Parquet and fails.
+
+The training reader `crop_dataset` is implemented in `pipeline.shards.crops` (it is the only part that
+needs Ray) and re-exported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.audio.segments import Segment
+from pipeline.shards.location import is_uri, locate_shards
+
+MANIFEST_NAME = "manifest.json"
+REJECTED_NAME = "rejected.jsonl"
+PART_GLOB = "part-*.parquet"
+SHARD_FORMAT_VERSION = 1  # bump when the row layout changes; part of every fingerprint
+
+
+def segment_schema(n_mels: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("clip_id", pa.string()),
+            ("source", pa.string()),
+            ("segment_index", pa.int32()),
+            ("offset_s", pa.float64()),
+            ("duration_s", pa.float64()),
+            ("num_frames", pa.int32()),
+            ("mel", pa.list_(pa.list_(pa.float16(), n_mels))),
+            ("mel_bin_sum", pa.list_(pa.float64(), n_mels)),
+            ("mel_bin_sq_sum", pa.list_(pa.float64(), n_mels)),
+            ("label", pa.string()),
+            ("split", pa.string()),
+        ]
+    )
+
+
+def make_clip_id(source: str, segment_index: int) -> str:
+    """Stable id of one segment: a short hash of its source plus the segment number."""
+    return f"{hashlib.sha1(source.encode()).hexdigest()[:16]}-{segment_index:05d}"
+
+
+def segments_to_table(
+    rows: Sequence[tuple[str, str | None, str | None, Segment]], n_mels: int
+) -> pa.Table:
+    """Rows of (source, label, split, segment) -> a table in the shard schema."""
+    mels16 = [segment.mel.astype(np.float16) for _, _, _, segment in rows]  # each (frames, n_mels)
+    frames = np.array([len(mel) for mel in mels16], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum(frames)]).astype(np.int32)
+    flat = np.concatenate([mel.reshape(-1) for mel in mels16]) if rows else np.zeros(0, np.float16)
+    frame_lists = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float16()), n_mels)
+    mel_column = pa.ListArray.from_arrays(pa.array(offsets), frame_lists)
+    # Sums of the stored (float16-rounded) values; float32 squares are exact enough per row, the
+    # float64 accumulation keeps the dataset totals exact.
+    as32 = [mel.astype(np.float32) for mel in mels16]
+    bin_sum = np.stack([m.sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
+    bin_sq_sum = np.stack([np.square(m).sum(axis=0, dtype=np.float64) for m in as32]) if rows else np.zeros((0, n_mels))
+    columns = {
+        "clip_id": [make_clip_id(source, segment.index) for source, _, _, segment in rows],
+        "source": [source for source, _, _, _ in rows],
+        "segment_index": [segment.index for _, _, _, segment in rows],
+        "offset_s": [segment.offset_s for _, _, _, segment in rows],
+        "duration_s": [segment.duration_s for _, _, _, segment in rows],
+        "num_frames": frames,
+        "mel": mel_column,
+        "mel_bin_sum": pa.FixedSizeListArray.from_arrays(pa.array(bin_sum.reshape(-1)), n_mels),
+        "mel_bin_sq_sum": pa.FixedSizeListArray.from_arrays(pa.array(bin_sq_sum.reshape(-1)), n_mels),
+        "label": [label for _, label, _, _ in rows],
+        "split": [split for _, _, split, _ in rows],
+    }
+    schema = segment_schema(n_mels)
+    return pa.table([pa.array(columns[field.name], type=field.type) for field in schema], schema=schema)
+
+
+def part_files(shard_dir: str | Path) -> list[Path] | list[str]:
+    """The part files, sorted, in the form `shard_dir` was given: Paths in a local folder, URIs
+    (same scheme and options) for a URI."""
+    location = locate_shards(shard_dir)
+    return [location.as_given(name) for name in location.file_names(PART_GLOB)]
+
+
+def read_manifest(shard_dir: str | Path) -> dict:
+    """The shard directory's manifest.json as a dict; `shard_dir` is a local path or a URI."""
+    text = locate_shards(shard_dir).read_text(MANIFEST_NAME)
+    if text is None:
+        raise FileNotFoundError(
+            f"{shard_dir} is not a finished shard directory (no {MANIFEST_NAME}); "
+            "make one with: python -m pipeline.prep --input AUDIO_DIR --output DIR"
+            + (" and copy the whole directory there" if is_uri(shard_dir) else "")
+        )
+    return json.loads(text)
+
+
+def read_rejected(shard_dir: str | Path) -> list[dict]:
+    text = locate_shards(shard_dir).read_text(REJECTED_NAME)
+    if text is None:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def read_shard_table(shard_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """All rows of a shard directory (local path or URI) as one pyarrow Table (plain pyarrow, no Ray)."""
+    location = locate_shards(shard_dir)
+    names = location.file_names(PART_GLOB)
+    if not names:
+        manifest = read_manifest(shard_dir)
+        raise ValueError(
+            f"{shard_dir} has no part-*.parquet files ({manifest.get('num_rows', 0)} rows; "
+            f"see {REJECTED_NAME} for why every input was rejected)"
+        )
+    return pa.concat_tables(
+        [pq.read_table(location.child_path(name), columns=columns, filesystem=location.filesystem) for name in names]
+    )
+
+
+def mel_from_row(row) -> np.ndarray:
+    """float32 (frames, n_mels) from one row as pyarrow `to_pylist`, pandas or Ray give it."""
+    mel = row["mel"]
+    if isinstance(mel, np.ndarray) and mel.dtype == object:
+        mel = np.stack([np.asarray(frame) for frame in mel]) if len(mel) else np.zeros((0, 0))
+    return np.asarray(mel, dtype=np.float32)
+
+
+def mel_matrices(mel_column: pa.ChunkedArray | pa.Array) -> list[np.ndarray]:
+    """Every row's float16 (frames, n_mels) matrix from a `mel` column, as views of one buffer."""
+    if isinstance(mel_column, pa.ChunkedArray):
+        mel_column = mel_column.combine_chunks()
+    n_mels = mel_column.type.value_type.list_size
+    flat = pc.list_flatten(pc.list_flatten(mel_column)).to_numpy(zero_copy_only=False)
+    frames = pc.list_value_length(mel_column).to_numpy(zero_copy_only=False)
+    ends = np.cumsum(frames)
+    return [flat[(end - n) * n_mels : end * n_mels].reshape(n, n_mels) for end, n in zip(ends, frames)]

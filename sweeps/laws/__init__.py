@@ -1,0 +1,1 @@
+"""Scaling-law fitting: law forms, the converged fitter, profile intervals, the Chinchilla check. `python -m sweeps.laws` refits a study."""

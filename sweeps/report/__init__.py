@@ -1,0 +1,1 @@
+"""A study's report: which laws its trials support, the Q trend check, early prediction, figures, markdown."""

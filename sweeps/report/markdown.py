@@ -1,0 +1,356 @@
+"""A study's figures and a markdown report a researcher can read without opening code.
+
+Pure functions: a trial table (see sweeps.report.fits) and its fits in, matplotlib figures and
+markdown text out. Writing them to MLflow or disk is the caller's job.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on workers and CI; must precede pyplot
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from sweeps.laws.fits import LawFit, pearson_early_prediction  # noqa: E402
+from sweeps.report.early_prediction import simulate_rankme_early_stop  # noqa: E402
+from sweeps.report.fits import (  # noqa: E402
+    SATURATING_LAWS,
+    StudyFits,
+    task_score_columns,
+    usable_trials,
+)
+from sweeps.report.q_trend import check_q_of_r  # noqa: E402
+from sweeps.study.early_stop_rule import (  # noqa: E402
+    DEFAULT_CHECK_FRACTION,
+    DEFAULT_KEEP_FRACTION,
+    DecisionReplay,
+    replay_decision_point,
+)
+
+FIGURE_SIZE_IN = (5.0, 3.8)
+
+
+def _curve_axis(values: pd.Series) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return np.geomspace(low, high * 1.5, 200)  # a little beyond the data: the extrapolation shows
+
+
+def plot_quality_vs(table: pd.DataFrame, column: str, fit: LawFit | None, *, label: str, ax=None) -> Figure:
+    """Q against one scale variable (log axis), with the fitted law and its bootstrap band."""
+    trials, _ = usable_trials(table)
+    figure = ax.figure if ax is not None else plt.figure(figsize=FIGURE_SIZE_IN)
+    ax = ax if ax is not None else figure.add_subplot()
+    ax.scatter(trials[column], trials["q"], s=18, color="black", zorder=3, label="trials")
+    if fit is not None:
+        x = _curve_axis(trials[column])
+        ax.plot(x, fit.predict(x), color="tab:blue", label=f"fit (R² {fit.r2:.3f})")
+        low, high = fit.predict_interval(x)
+        if np.all(np.isfinite(low)):
+            ax.fill_between(
+                x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band"
+            )
+        ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel(label)
+    ax.set_ylabel("quality Q")
+    ax.legend(fontsize="small")
+    return figure
+
+
+def plot_scaling_panels(table: pd.DataFrame, study: StudyFits) -> Figure:
+    """Q against N, D and C side by side."""
+    figure, axes = plt.subplots(1, 3, figsize=(15.0, 3.8))
+    for ax, name in zip(axes, ("Q(N)", "Q(D)", "Q(C)")):
+        column, label = SATURATING_LAWS[name]
+        if column in table.columns:
+            plot_quality_vs(table, column, study.fits.get(name), label=label, ax=ax)
+        ax.set_title(name if name in study.fits else f"{name}: not fitted")
+    figure.tight_layout()
+    return figure
+
+
+def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
+    """Iso-quality lines of Q(N, D) over the studied range, with the trials coloured by Q."""
+    trials, _ = usable_trials(table)
+    n_axis, d_axis = _curve_axis(trials["n_params"]), _curve_axis(trials["hours"])
+    n_grid, d_grid = np.meshgrid(n_axis, d_axis)
+    figure = plt.figure(figsize=FIGURE_SIZE_IN)
+    ax = figure.add_subplot()
+    contours = ax.contour(n_grid, d_grid, fit.predict(n_grid, d_grid), levels=8, cmap="viridis")
+    ax.clabel(contours, fontsize="x-small", fmt="%.3f")
+    points = ax.scatter(
+        trials["n_params"], trials["hours"], c=trials["q"], cmap="viridis", edgecolors="black", zorder=3
+    )
+    figure.colorbar(points, ax=ax, label="observed Q")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="parameters N",
+        ylabel="pretraining hours D",
+        title="Q(N, D) iso-lines",
+    )
+    return figure
+
+
+def plot_early_prediction(table: pd.DataFrame) -> Figure:
+    """Left: RankMe at each logged step against final Q; right: Pearson r by step."""
+    trials, _ = usable_trials(table)
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"])
+    figure, (scatter_ax, r_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    colours = plt.get_cmap("viridis")(np.linspace(0.0, 1.0, max(len(correlations), 1)))
+    histories = [{int(k): float(v) for k, v in dict(h).items()} for h in trials["rankme_by_step"]]
+    for colour, step in zip(colours, correlations["step"]):
+        pairs = [(h[step], q) for h, q in zip(histories, trials["q"]) if step in h]
+        rankmes, qs = np.array(pairs).T
+        scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"step {step}")
+    scatter_ax.set(xlabel="RankMe at step", ylabel="final Q", title="early RankMe vs final Q")
+    if len(correlations):  # fewer than 3 trials at every step: nothing plotted, no legend
+        scatter_ax.legend(fontsize="x-small")
+    r_ax.plot(correlations["step"], correlations["pearson_r"], marker="o")
+    r_ax.set(
+        xlabel="training step", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05), title="early prediction"
+    )
+    figure.tight_layout()
+    return figure
+
+
+def study_figures(table: pd.DataFrame, study: StudyFits) -> dict[str, Figure]:
+    """Every figure the table supports, keyed by a file name."""
+    figures = {}
+    if "rankme" in table.columns:
+        figures["quality_vs_rankme.png"] = plot_quality_vs(
+            table, "rankme", study.fits.get("Q(R)"), label="RankMe R"
+        )
+    if {"n_params", "hours", "flops"} & set(table.columns):
+        figures["quality_vs_scale.png"] = plot_scaling_panels(table, study)
+    if "Q(N,D)" in study.fits:
+        figures["quality_isolines_n_d.png"] = plot_joint_isolines(table, study.fits["Q(N,D)"])
+    if "rankme_by_step" in table.columns:
+        figures["early_rankme_vs_final_q.png"] = plot_early_prediction(table)
+    return figures
+
+
+def _format_value(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def extrapolation_cell(fit: LawFit) -> str:
+    """The leave-largest-out error, or why there is none; a caveat rides along in brackets."""
+    if not np.isfinite(fit.extrapolation_error):
+        return fit.extrapolation_note or "not computed (no reason recorded)"
+    return f"{fit.extrapolation_error:.4f}" + (f" ({fit.extrapolation_note})" if fit.extrapolation_note else "")
+
+
+def _r2_cell(fit: LawFit) -> str:
+    return f"{fit.r2:.3f}" if np.isfinite(fit.r2) else "undefined: Q is the same at every point"
+
+
+def _aicc_cell(fit: LawFit) -> str:
+    if np.isfinite(fit.aicc):
+        return f"{fit.aicc:.1f}"
+    return f"undefined: {fit.n_points} points for {len(fit.params)} parameters, AICc needs points > parameters + 1"
+
+
+def _interval_note(name: str, fit: LawFit) -> str | None:
+    """Why a fit's parameters carry no bootstrap interval, when they do not."""
+    if fit.ci:
+        return None
+    diagnostics = fit.diagnostics
+    if diagnostics.n_bootstrap_failed == 0:
+        return f"- {name}: no bootstrap intervals: the fit was run without bootstrap resamples (n_bootstrap 0)."
+    failed = diagnostics.n_bootstrap_failed
+    return f"- {name}: no bootstrap intervals: all {failed} bootstrap refits failed to converge."
+
+
+def fit_table_markdown(study: StudyFits) -> str:
+    lines = [
+        "| law | parameters (95% bootstrap interval) | R² | AICc | BIC | extrapolation error | points |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, fit in study.fits.items():
+        params = "; ".join(
+            f"{key} {_format_value(value)}"
+            + (f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
+            for key, value in fit.params.items()
+        )
+        lines.append(
+            f"| {name} | {params} | {_r2_cell(fit)} | {_aicc_cell(fit)} | {fit.bic:.1f} | {extrapolation_cell(fit)} "
+            f"| {fit.n_points} |"
+        )
+    notes = [note for name, fit in study.fits.items() if (note := _interval_note(name, fit))]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
+    """One plain sentence per law, flagging a Q_inf that sits on one of its bounds."""
+    q_inf = fit.params["q_inf"]
+    interval = f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else ""
+    if q_inf >= 1.0 - 1e-9:
+        saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
+    elif q_inf <= trials["q"].max() + 1e-9:
+        saturation = f"has saturated: Q_inf = {q_inf:.3f} sits at the best observed Q (its lower bound)"
+    else:
+        saturation = f"approaches Q_inf = {q_inf:.3f}{interval}"
+    if np.isfinite(fit.extrapolation_error):
+        error = extrapolation_cell(fit)
+        extrapolation = f"Refitted without the largest scale, the law predicted it within {error} in Q."
+    else:
+        extrapolation = f"Extrapolation error {extrapolation_cell(fit)}."
+    return f"- {name}: quality {saturation}; exponent {fit.params['alpha']:.3f}. {extrapolation}"
+
+
+def q_of_r_section(table: pd.DataFrame, study: StudyFits) -> list[str]:
+    """The headline law first: is there a trend to fit at all, then each trial's R and Q with its interval."""
+    check = check_q_of_r(table, study)
+    if check is None:
+        return []
+    trials, _ = usable_trials(table)
+    lines = ["", "## Q(R): quality against RankMe", "", check.verdict(), ""]
+    if "Q(R)" in study.skipped:
+        lines += [f"Q(R) not fitted: {study.skipped['Q(R)']}.", ""]
+    lines += ["| trial | RankMe R | Q | Q 95% interval |", "|---|---|---|---|"]
+    names = trials["trial"] if "trial" in trials.columns else trials.index.astype(str)
+    low = trials.get("q_ci_low", pd.Series(np.nan, index=trials.index))
+    high = trials.get("q_ci_high", pd.Series(np.nan, index=trials.index))
+    for name, rankme, q, ci_low, ci_high in zip(names, trials["rankme"], trials["q"], low, high):
+        recorded = np.isfinite(ci_low) and np.isfinite(ci_high)
+        interval = f"{ci_low:.3f}-{ci_high:.3f}" if recorded else "none (one probe seed, or not recorded)"
+        lines.append(f"| {name} | {rankme:.2f} | {q:.4f} | {interval} |")
+    return lines
+
+
+def _row_names(trials: pd.DataFrame) -> list[str]:
+    """Trial names, made unique per row (seeds of one configuration share a name)."""
+    names = [str(n) for n in (trials["trial"] if "trial" in trials.columns else trials.index)]
+    repeated = {n for n in names if names.count(n) > 1}
+    return [f"{n} (row {i})" if n in repeated else n for i, n in enumerate(names)]
+
+
+def replay_early_stop(
+    table: pd.DataFrame, *, keep_fraction: float = DEFAULT_KEEP_FRACTION, check_fraction: float = DEFAULT_CHECK_FRACTION
+) -> DecisionReplay | None:
+    """The early-stop rule replayed at its decision step on the study's finished trials."""
+    trials, _ = usable_trials(table)
+    if "rankme_by_step" not in trials.columns:
+        return None
+    names = _row_names(trials)
+    histories = {n: {int(s): float(r) for s, r in dict(h).items()} for n, h in zip(names, trials["rankme_by_step"])}
+    return replay_decision_point(
+        histories,
+        dict(zip(names, trials["q"])),
+        {n: max(h, default=0) for n, h in histories.items()},
+        keep_fraction=keep_fraction,
+        check_fraction=check_fraction,
+    )
+
+
+def early_stop_section(table: pd.DataFrame, *, keep_fraction: float, check_fraction: float) -> list[str]:
+    """The early-stop rule replayed on the finished trials: at its decision step, then at every step."""
+    trials, _ = usable_trials(table)
+    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
+    stops = simulate_rankme_early_stop(
+        trials["rankme_by_step"], trials["q"], _row_names(trials), keep_fraction=keep_fraction
+    )
+    if replay is None and not len(stops):
+        return []
+    lines = ["", "## RankMe early stopping, replayed on the finished trials", ""]
+    if replay is None:
+        lines += ["Fewer than two trials have a RankMe at the decision step: nothing to replay there.", ""]
+    else:
+        lines += [replay.markdown(), ""]
+    if len(stops):
+        lines += [
+            f"The same rule (keep the top {100 * keep_fraction:.0f}% by RankMe) at every logged step:",
+            "",
+            "| stop at step | trials kept | steps saved | best configuration kept |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row.step} | {row.trials_kept} | {100 * row.steps_saved_fraction:.0f}% | "
+            f"{'yes' if row.best_kept else 'NO: the best configuration would have been stopped'} |"
+            for row in stops.itertuples()
+        ]
+    return lines
+
+
+def _early_prediction_section(trials: pd.DataFrame) -> list[str]:
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"])
+    lines = ["", "## Does early RankMe predict final quality?", "", "| step | Pearson r | trials |", "|---|---|---|"]
+    for row in correlations.itertuples():
+        r = f"{row.pearson_r:.3f}" if np.isfinite(row.pearson_r) else row.note
+        lines.append(f"| {row.step} | {r} | {row.n_trials} |")
+    return lines
+
+
+def _score_cell(values: pd.Series, statistic: str) -> str:
+    finite = values[np.isfinite(values.astype(float))]
+    return f"{finite.agg(statistic):.4f}" if len(finite) else "none: no trial has a finite score"
+
+
+def study_markdown(
+    study_name: str,
+    table: pd.DataFrame,
+    study: StudyFits,
+    figure_names: list[str],
+    *,
+    keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    check_fraction: float = DEFAULT_CHECK_FRACTION,
+) -> str:
+    """The study report: what ran, whether Q(R) has a trend, the laws, RankMe's early signal, the figures.
+
+    `keep_fraction` and `check_fraction` are the early-stop rule the replay applies (the study's own).
+    """
+    trials, n_failed = usable_trials(table)
+    best = trials.loc[trials["q"].idxmax()] if len(trials) else None
+    sections = [f"# Scaling study `{study_name}`", ""]
+    sections.append(
+        f"{len(trials)} finished trial rows were fitted; {n_failed} failed or unscored row(s) were left out."
+    )
+    if best is not None:
+        described = ", ".join(
+            f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns
+        )
+        sections.append(f"Best quality Q = {best['q']:.4f} ({described}).")
+    sections += q_of_r_section(table, study)
+    sections += ["", "## Fitted laws", ""]
+    if study.fits:
+        sections.append(fit_table_markdown(study))
+        sections.append("")
+        sections += [_law_sentence(name, fit, trials) for name, fit in study.fits.items()]
+    else:
+        sections.append("No law could be fitted.")
+    for name, reason in study.skipped.items():
+        sections.append(f"- {name} not fitted: {reason}.")
+    if "rankme_by_step" in trials.columns and len(trials):
+        sections += _early_prediction_section(trials)
+        sections += early_stop_section(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
+    scores = task_score_columns(trials)
+    if scores:
+        sections += [
+            "",
+            "## Per-task scores (mean over trial rows)",
+            "",
+            "| task | mean | best |",
+            "|---|---|---|",
+        ]
+        sections += [
+            f"| {c.removeprefix('score/')} | {_score_cell(trials[c], 'mean')} | {_score_cell(trials[c], 'max')} |"
+            for c in scores
+        ]
+    sections += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figure_names]
+    sections += [
+        "",
+        "## Method",
+        "",
+        "Laws are fitted on the error 1 - Q in log space (log-sum-exp form), Q_inf bounded to [best observed Q, 1], "
+        "exponents to (0, 2], from a grid of starts with L-BFGS-B at tight tolerances on a rescaled objective; a fit is "
+        "accepted only with a near-zero gradient and at least two starts agreeing. Intervals: percentile bootstrap "
+        "resampling whole configurations (all seeds together). Extrapolation error: refit without the largest scale "
+        "and predict it (mean absolute error in Q). Q(R) trend check (sweeps.report.q_trend): no trend when every trial's "
+        "95% interval of Q shares a common value, RankMe spans under 5%, or the fit's R² is at most 0.",
+    ]
+    return "\n".join(sections) + "\n"

@@ -1,0 +1,98 @@
+"""Is there a trend of Q along a scale variable to fit, or would a fitted law only decorate noise?
+
+A saturating law fitted to five points can converge and print parameters with intervals even when
+the trials do not differ. Three checks, any one of which makes the trend undetectable:
+
+- noise: the per-trial 95% intervals of Q share a common value (the highest lower bound is at most
+  the lowest upper bound), so no two trials differ detectably; needs every trial's interval
+  (`q_ci_low` / `q_ci_high`, from two or more probe seeds);
+- range: x spans less than `MIN_RELATIVE_X_SPAN` of its smallest value (a law in log x needs x to move);
+- fit: the fitted law's R² is at most 0, it explains Q no better than their mean does.
+
+The CPU default study is the case in point: 5 mask ratios, Q 0.527-0.540 with overlapping
+intervals, eval RankMe 24.76-24.80 (a 0.16% span), R² -3.49.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sweeps.laws.fits import LawFit
+from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
+
+MIN_RELATIVE_X_SPAN = 0.05
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrendCheck:
+    """The verdict on one law's data: detectable or not, and the plain reasons."""
+
+    law: str
+    detectable: bool
+    reasons: list[str]  # why the trend is not detectable; empty when it is
+    caveats: list[str]  # checks that could not be run (e.g. no per-trial intervals)
+
+    def verdict(self) -> str:
+        if self.detectable:
+            text = f"A trend of Q is detectable for {self.law}: none of the no-trend checks fired."
+        else:
+            text = f"**No detectable trend: the fitted {self.law} law is not informative.** " + " ".join(
+                f"{reason[0].upper()}{reason[1:]}." for reason in self.reasons
+            )
+        return text + "".join(f" Not checked: {caveat}." for caveat in self.caveats)
+
+
+def _interval_columns(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    missing = pd.Series(np.nan, index=rows.index)
+    return rows.get("q_ci_low", missing).to_numpy(float), rows.get("q_ci_high", missing).to_numpy(float)
+
+
+def check_q_trend(
+    trials: pd.DataFrame, column: str, fit: LawFit | None, *, law: str, label: str | None = None
+) -> TrendCheck:
+    """Run the three checks on `trials` (one row per trial: `column`, q, optional q_ci_low/high)."""
+    label = label or column
+    finite = np.isfinite(pd.to_numeric(trials[column], errors="coerce")) & np.isfinite(trials["q"])
+    rows = trials[finite]
+    if len(rows) < 2:
+        reason = f"only {len(rows)} trial(s) have both {label} and Q"
+        return TrendCheck(law=law, detectable=False, reasons=[reason], caveats=[])
+    x, q = rows[column].to_numpy(float), rows["q"].to_numpy(float)
+    low, high = _interval_columns(rows)
+    reasons: list[str] = []
+    caveats: list[str] = []
+    with_interval = np.isfinite(low) & np.isfinite(high)
+    if not with_interval.all():
+        caveats.append(
+            f"{int((~with_interval).sum())} of {len(q)} trials have no 95% interval of Q (one probe seed, or a "
+            "study logged before intervals were recorded), so the spread of Q was not compared with the noise"
+        )
+    elif low.max() <= high.min():
+        reasons.append(
+            f"Q ranges {q.min():.3f}-{q.max():.3f} across {len(q)} trials, within the trials' own 95% "
+            f"intervals: every interval contains Q = {(low.max() + high.min()) / 2:.3f}, so no two trials "
+            "differ detectably"
+        )
+    relative_span = (x.max() - x.min()) / x.min() if x.min() > 0 else np.inf
+    if relative_span < MIN_RELATIVE_X_SPAN:
+        reasons.append(
+            f"{label} spans only {100 * relative_span:.2g}% ({x.min():.4g}-{x.max():.4g}), under the "
+            f"{100 * MIN_RELATIVE_X_SPAN:.0f}% needed to see a trend along it"
+        )
+    if fit is not None and not np.isfinite(fit.r2):
+        reasons.append("the fit's R² is undefined: Q is the same in every trial")
+    elif fit is not None and fit.r2 <= 0:
+        reasons.append(f"the fit's R² is {fit.r2:.2f}: it explains Q no better than the mean Q does")
+    return TrendCheck(law=law, detectable=not reasons, reasons=reasons, caveats=caveats)
+
+
+def check_q_of_r(table: pd.DataFrame, study: StudyFits) -> TrendCheck | None:
+    """The checks for the study's headline law Q(R) on its usable trials; None without RankMe."""
+    if "rankme" not in table.columns:
+        return None
+    trials, _ = usable_trials(table)
+    column, label = SATURATING_LAWS["Q(R)"]
+    return check_q_trend(trials, column, study.fits.get("Q(R)"), law="Q(R)", label=label)

@@ -1,0 +1,35 @@
+"""What every trial of a study shares, and how its MLflow child run is named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyContext:
+    """What every trial of a study shares (plain values: it travels to Ray workers)."""
+
+    study_name: str
+    parent_run_id: str
+    tracking_uri: str
+    storage_path: str
+    corpus_dir: str
+    shards_root: str
+    tasks_dir: str
+    gpus_per_trial: float = 0.0
+    # The Train worker's logical CPUs. With the trial function's share, one trial holds 1 CPU and
+    # leaves the rest to Ray Data: a read task needs a whole CPU, else the trial deadlocks (Ray issue 44687).
+    cpus_per_worker: float = 0.5
+    global_batch_size: int = 32
+    eval_seeds: int = 3
+    # HEAR's probe schedule (paper profile) or QUICK_PROBE_TRAINING (CPU default profile).
+    quick_probe: bool = False
+    # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
+    # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
+    eval_workers: int = 1
+    # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
+    rankme_early_stop: bool = False
+
+
+def child_run_name(study_name: str, trial_name: str) -> str:
+    return f"{study_name}/{trial_name}"

@@ -1,0 +1,288 @@
+"""The study driver: Ray Tune fans out one trial per grid point; MLflow records the study.
+
+One study = one parent MLflow run (experiment `audioscale-studies`, named after the study); one
+trial = one child run named `<study>/<trial>`. MLflow is the ledger of what is done: a resumed
+study skips trials whose child run is marked ok, and re-running a trial reuses its child run
+(found by name), so no child run is ever duplicated. A trial that raises is marked failed in its
+child run; Tune carries on with the rest and the laws are fitted on what finished.
+With `rankme_early_stop`, a `RankMeEarlyStopScheduler` stops trials whose RankMe is low at their
+check step; the driver then marks their child runs "stopped_early" (done: no Q, not re-run).
+
+The trial runner is a "module:function" path taking (TrialSpec, StudyContext, child run) and
+returning a TrialResult; Ray workers import it by name. The real one is sweeps.study.trial's
+pretrain-then-evaluate; the driver first builds the shard sets its trials need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import ray
+from ray import tune
+
+from pipeline import paths, tracking
+from pipeline.defaults import build_default_inputs
+from pipeline.ray_session import connect_ray
+from sweeps.report.fits import StudyFits
+from sweeps.study.context import StudyContext, child_run_name
+from sweeps.study.early_stop import (
+    EarlyStopSummary,
+    RankMeEarlyStopScheduler,
+    summarize_study_table,
+)
+from sweeps.study.early_stop_rule import (
+    DEFAULT_CHECK_FRACTION,
+    DEFAULT_KEEP_FRACTION,
+    DEFAULT_MIN_SAMPLES,
+    validate_rule,
+)
+from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.tracking import (
+    DONE_STATUSES,
+    STATUS_OK,
+    STATUS_STOPPED_EARLY,
+    STATUS_TAG,
+    STUDY_EXPERIMENT,
+    log_study_analysis,
+    log_trial_result,
+    mark_trial_failed,
+    mark_trial_stopped_early,
+    trial_table_from_runs,
+)
+from sweeps.study.trial import prepare_study_shards
+
+REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyOutcome:
+    study_name: str
+    parent_run_id: str
+    trials_run: list[str]
+    trials_skipped: list[str]  # finished in an earlier attempt
+    trials_failed: list[str]
+    table: pd.DataFrame
+    fits: StudyFits
+    report_markdown: str
+    early_stop: EarlyStopSummary | None = None  # when the scheduler ran, or earlier attempts stopped trials
+
+
+def _load_runner(path: str):
+    module_name, _, function_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def study_trainable(config: dict[str, Any]) -> None:
+    """One Tune trial: run the trial into its child run, then report Q to Tune."""
+    spec = TrialSpec(**config["trial"])
+    context = StudyContext(**config["context"])
+    child = tracking.start_or_resume_run(
+        tracking_uri=context.tracking_uri,
+        experiment_name=STUDY_EXPERIMENT,
+        run_name=child_run_name(context.study_name, spec.name),
+        parent_run_id=context.parent_run_id,
+    )
+    try:
+        result = _load_runner(config["runner"])(spec, context, child)
+        log_trial_result(child, result)
+        child.finish()
+    except Exception as error:
+        mark_trial_failed(child, f"{type(error).__name__}: {error}")
+        raise
+    tune.report({"q": result.q, "rankme": result.rankme})
+
+
+def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
+    runs = tracking.list_child_runs(tracking_uri, parent_run_id)
+    return {run["params"].get("trial") for run in runs if run["tags"].get(STATUS_TAG) in DONE_STATUSES}
+
+
+def run_study(
+    *,
+    grid: str,
+    profile: str = "cpu_default",
+    study_name: str | None = None,
+    resume: bool = False,
+    tracking_uri: str | None = None,
+    storage_path: str | None = None,
+    corpus_dir: str | None = None,
+    shards_root: str | None = None,
+    tasks_dir: str | None = None,
+    gpus_per_trial: float = 0.0,
+    cpus_per_trial: float = 0.5,
+    max_concurrent: int | None = None,
+    address: str | None = None,
+    runner: str = REAL_TRIAL_RUNNER,
+    prepare_shards: bool = True,
+    n_bootstrap: int = 200,
+    rankme_early_stop: bool = False,
+    early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    early_stop_check_fraction: float = DEFAULT_CHECK_FRACTION,
+    early_stop_min_samples: int = DEFAULT_MIN_SAMPLES,
+) -> StudyOutcome:
+    """Run (or resume) a study over `grid`, then fit and log its laws."""
+    # Checked before any trial runs: the report replays the rule even without the live scheduler.
+    validate_rule(keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction)
+    scheduler = (
+        RankMeEarlyStopScheduler(
+            keep_fraction=early_stop_keep_fraction,
+            check_fraction=early_stop_check_fraction,
+            min_samples=early_stop_min_samples,
+        )
+        if rankme_early_stop
+        else None
+    )
+    trials = expand_grids(grid, profile=profile)
+    study_name = study_name or f"{grid.replace(',', '+')}-{profile}"
+    uri = tracking.resolve_tracking_uri(tracking_uri)
+    existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
+    if existing is not None and not resume:
+        raise ValueError(
+            f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
+            "or --study NEW_NAME to start another"
+        )
+    parent = tracking.start_or_resume_run(
+        tracking_uri=uri,
+        experiment_name=STUDY_EXPERIMENT,
+        run_name=study_name,
+        tags={"audioscale.grid": grid, "audioscale.profile": profile},
+    )
+    parent.log_params({"grid": grid, "profile": profile, "n_trials": len(trials)})
+    finished = _finished_trials(uri, parent.run_id)
+    remaining = [t for t in trials if t.name not in finished]
+    context = StudyContext(
+        study_name=study_name,
+        parent_run_id=parent.run_id,
+        tracking_uri=uri,
+        storage_path=str(storage_path or paths.default_ray_storage_dir()),
+        corpus_dir=str(corpus_dir or paths.default_corpus_dir()),
+        shards_root=str(shards_root or paths.default_shards_dir()),
+        tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
+        gpus_per_trial=gpus_per_trial,
+        rankme_early_stop=rankme_early_stop,
+        # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
+        quick_probe=profile == "cpu_default",
+        eval_seeds=2 if profile == "cpu_default" else 3,
+    )
+    failed: list[str] = []
+    if remaining:
+        started_ray = connect_ray(address)
+        cluster_cpus = ray.cluster_resources().get("CPU", 2)
+        if max_concurrent is None:
+            # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
+            max_concurrent = max(1, int(cluster_cpus // 2))
+        # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
+        context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
+        try:
+            if prepare_shards:
+                # The embedded defaults: build the default corpus / tasks the user did not replace.
+                build_default_inputs(corpus=corpus_dir is None, tasks=tasks_dir is None)
+                prepare_study_shards(
+                    remaining, corpus_dir=context.corpus_dir, shards_root=context.shards_root
+                )
+            failed = _fan_out(
+                remaining, context, runner, cpus_per_trial, gpus_per_trial, max_concurrent, scheduler
+            )
+            if scheduler is not None:
+                _record_stopped_trials(scheduler, remaining, context)
+        finally:
+            if started_ray:
+                ray.shutdown()
+    table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
+    early_stop = None
+    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
+    if not table.empty and (rankme_early_stop or stopped_before):
+        early_stop = summarize_study_table(
+            table,
+            {t.name: t.train_steps for t in trials},
+            keep_fraction=early_stop_keep_fraction,
+            check_fraction=early_stop_check_fraction,
+        )
+        parent.log_metrics(
+            {"early_stop.steps_saved_fraction": early_stop.steps_saved_fraction,
+             "early_stop.best_changed": float(early_stop.best_changed)}, step=0,
+        )  # fmt: skip
+    fits, markdown = log_study_analysis(
+        parent, study_name, table, n_bootstrap=n_bootstrap,
+        keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction,
+        extra_sections=[early_stop.markdown()] if early_stop else (),
+    )  # fmt: skip
+    parent.finish()
+    return StudyOutcome(
+        study_name=study_name,
+        parent_run_id=parent.run_id,
+        trials_run=[t.name for t in remaining],
+        trials_skipped=sorted(finished & {t.name for t in trials}),
+        trials_failed=failed,
+        table=table,
+        fits=fits,
+        report_markdown=markdown,
+        early_stop=early_stop,
+    )
+
+
+def _fan_out(
+    trials: list[TrialSpec],
+    context: StudyContext,
+    runner: str,
+    cpus_per_trial: float,
+    gpus_per_trial: float,
+    max_concurrent: int | None,
+    scheduler: RankMeEarlyStopScheduler | None = None,
+) -> list[str]:
+    """Run the trials on Tune; return the names of those that failed."""
+    tuner = tune.Tuner(
+        tune.with_resources(study_trainable, {"cpu": cpus_per_trial, "gpu": gpus_per_trial}),
+        param_space={
+            "trial": tune.grid_search([dataclasses.asdict(t) for t in trials]),
+            "context": dataclasses.asdict(context),
+            "runner": runner,
+        },
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            scheduler=scheduler,
+            # A stopped trial's actor must die: it owns the trial's Train run, which dies with it.
+            reuse_actors=False,
+            trial_name_creator=lambda trial: trial.config["trial"]["name"],
+            trial_dirname_creator=lambda trial: trial.config["trial"]["name"],
+        ),
+        run_config=tune.RunConfig(
+            name=context.study_name,
+            storage_path=context.storage_path,
+            failure_config=tune.FailureConfig(max_failures=0),
+            verbose=0,
+        ),
+    )
+    results = tuner.fit()
+    return sorted(result.config["trial"]["name"] for result in results if result.error is not None)
+
+
+def _record_stopped_trials(
+    scheduler: RankMeEarlyStopScheduler, trials: list[TrialSpec], context: StudyContext
+) -> None:
+    """Mark the child runs of trials the scheduler stopped; one that finished first stays ok."""
+    specs = {t.name: t for t in trials}
+    for name, check in scheduler.stopped_trials().items():
+        run = tracking.start_or_resume_run(
+            tracking_uri=context.tracking_uri,
+            experiment_name=STUDY_EXPERIMENT,
+            run_name=child_run_name(context.study_name, name),
+            parent_run_id=context.parent_run_id,
+        )
+        if tracking.read_run(run.tracking_uri, run.run_id)["tags"].get(STATUS_TAG) == STATUS_OK:
+            run.finish()  # the stop arrived after the trial had logged its result
+            continue
+        spec = specs[name]
+        identity = {"trial": name, "model_name": spec.model_name, "arch": spec.arch, "configuration": name}
+        if "mask_ratio" in spec.model_overrides:
+            identity["mask_ratio"] = spec.model_overrides["mask_ratio"]
+        mark_trial_stopped_early(
+            run,
+            identity=identity,
+            stopped_at_step=check.check_step,
+            rankme_by_step=scheduler.rankme_histories[name],
+        )

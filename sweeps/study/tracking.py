@@ -1,0 +1,216 @@
+"""A study in MLflow: the parent run, its trial children, and the fitted laws logged back.
+
+Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
+- params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
+- metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
+  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `q_ci_low` /
+  `q_ci_high` (its 95% interval over probe seeds, when there are two or more), `score/<task>`
+- tag `audioscale.trial_status`: "ok", "failed" (with `audioscale.trial_error`) or "stopped_early"
+  (the RankMe early-stop scheduler stopped it at `audioscale.stopped_at_step`; no Q, not refitted,
+  not re-run on resume; its `rankme` history up to the stop is kept)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline import tracking
+from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
+from sweeps.report.markdown import (
+    extrapolation_cell,
+    fit_table_markdown,
+    replay_early_stop,
+    study_figures,
+    study_markdown,
+)
+from sweeps.report.q_trend import check_q_of_r
+from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+
+STUDY_EXPERIMENT = "audioscale-studies"
+STATUS_TAG = "audioscale.trial_status"
+ERROR_TAG = "audioscale.trial_error"
+STOPPED_AT_STEP_TAG = "audioscale.stopped_at_step"
+Q_TREND_TAG = "audioscale.q_trend"  # on the study run: the Q(R) trend verdict in words
+STATUS_OK = "ok"
+STATUS_STOPPED_EARLY = "stopped_early"
+DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
+NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio")
+TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialResult:
+    trial: str
+    model_name: str
+    arch: str
+    n_params: int
+    hours: float
+    flops: float  # training FLOPs, Kaplan's 6 x params x tokens processed
+    mask_ratio: float
+    rankme: float  # final checkpoint, evaluation's fixed N: the R of Q(R)
+    rankme_by_step: dict[int, float]  # over training: early prediction
+    q: float
+    task_scores: dict[str, float] = field(default_factory=dict)
+    # 95% interval of Q over probe seeds (pipeline.evaluate.scores.quality_q_interval); NaN with one seed.
+    q_ci_low: float = math.nan
+    q_ci_high: float = math.nan
+    configuration: str | None = None  # bootstrap unit; defaults to the trial name
+    rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
+
+
+def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
+    """Write one finished trial into its child run, following the convention above."""
+    run.log_params({
+        "trial": result.trial, "model_name": result.model_name, "arch": result.arch,
+        "n_params": result.n_params, "hours": result.hours, "flops": result.flops,
+        "mask_ratio": result.mask_ratio, "configuration": result.configuration or result.trial,
+    })  # fmt: skip
+    if not result.rankme_history_logged:
+        for step, value in sorted(result.rankme_by_step.items()):
+            run.log_metrics({"rankme": value}, step=step)
+    final_step = max(result.rankme_by_step, default=0)
+    scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
+    # One probe seed gives no interval (NaN): log none rather than a NaN metric.
+    bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
+    interval = {key: value for key, value in bounds.items() if np.isfinite(value)}
+    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores, **interval}, step=final_step)
+    run.set_tags({STATUS_TAG: STATUS_OK})
+
+
+def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
+    run.set_tags({STATUS_TAG: "failed", ERROR_TAG: error[:5000]})
+    run.finish("FAILED")
+
+
+def mark_trial_stopped_early(
+    run: tracking.TrackedRun,
+    *,
+    identity: dict[str, Any],
+    stopped_at_step: int,
+    rankme_by_step: dict[int, float],
+) -> None:
+    """Record a trial the early-stop scheduler stopped: its identity params, the RankMe it reached
+    (steps pretraining did not already log) and the stop step; finished, not failed."""
+    run.log_params(identity)
+    logged = {int(step) for step, _ in tracking.read_run(run.tracking_uri, run.run_id)["metrics"].get("rankme", [])}
+    for step, value in sorted(rankme_by_step.items()):
+        if step not in logged and step <= stopped_at_step:
+            run.log_metrics({"rankme": value}, step=step)
+    run.set_tags({STATUS_TAG: STATUS_STOPPED_EARLY, STOPPED_AT_STEP_TAG: stopped_at_step})
+    run.finish("FINISHED")
+
+
+def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The trial table (sweeps.report.fits) from `tracking.read_run` dictionaries of child runs."""
+    rows = []
+    for run in runs:
+        params, metrics, tags = run["params"], run["metrics"], run["tags"]
+        row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
+        row.update({name: float(params[name]) if name in params else np.nan for name in NUMERIC_PARAMS})
+        row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
+        row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
+        row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
+        for key in ("q_ci_low", "q_ci_high"):  # absent with one probe seed and in older studies
+            row[key] = metrics[key][-1][1] if metrics.get(key) else np.nan
+        for key, history in metrics.items():
+            if key.startswith(TASK_SCORE_PREFIX):
+                row[key] = history[-1][1]
+        row["status"] = tags.get(STATUS_TAG, "failed" if run["status"] == "FAILED" else "unfinished")
+        row["stopped_at_step"] = float(tags.get(STOPPED_AT_STEP_TAG, np.nan))
+        row["run_id"] = run["run_id"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def metric_key(law_name: str) -> str:
+    """'Q(N,D)' -> 'q_n_d': MLflow metric names allow no parentheses or commas."""
+    return "_".join(part for part in re.split(r"[^a-z0-9]+", law_name.lower()) if part)
+
+
+def _law_metrics(study: StudyFits) -> tuple[dict[str, float], dict[str, str]]:
+    """Each law's parameters, intervals, R² and extrapolation error; and why any of them is not finite."""
+    metrics: dict[str, float] = {}
+    for name, fit in study.fits.items():
+        prefix = f"law.{metric_key(name)}"
+        metrics.update({f"{prefix}.{key}": value for key, value in fit.params.items()})
+        metrics.update({f"{prefix}.{key}_ci_low": low for key, (low, _) in fit.ci.items()})
+        metrics.update({f"{prefix}.{key}_ci_high": high for key, (_, high) in fit.ci.items()})
+        metrics.update({f"{prefix}.r2": fit.r2, f"{prefix}.extrapolation_error": fit.extrapolation_error})
+    reasons = {key: "not finite" for key, value in metrics.items() if not np.isfinite(value)}
+    for name, fit in study.fits.items():
+        key = f"law.{metric_key(name)}.extrapolation_error"
+        if key in reasons:
+            reasons[key] = extrapolation_cell(fit)
+    return {key: value for key, value in metrics.items() if key not in reasons}, reasons
+
+
+def log_study_analysis(
+    run: tracking.TrackedRun,
+    study_name: str,
+    table: pd.DataFrame,
+    *,
+    n_bootstrap: int = 200,
+    keep_fraction: float = DEFAULT_KEEP_FRACTION,
+    check_fraction: float = DEFAULT_CHECK_FRACTION,
+    extra_sections: Sequence[str] = (),
+) -> tuple[StudyFits, str]:
+    """Fit the laws, then log parameters with intervals, the fit table, figures and the report.
+
+    A metric that is NaN or inf is not logged; a tag `<metric>.not_logged` says why. The Q(R)
+    trend check goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend`
+    tag; the early-stop replay to `early_stop_replay.*`.
+    """
+    study = fit_study_laws(table, n_bootstrap=n_bootstrap)
+    metrics, reasons = _law_metrics(study)
+    tags = {f"{key}.not_logged": reason[:5000] for key, reason in reasons.items()}
+    trend = check_q_of_r(table, study)
+    if trend is not None:
+        metrics["q_trend_detectable"] = float(trend.detectable)
+        tags[Q_TREND_TAG] = trend.verdict().replace("**", "")[:5000]
+    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
+    if replay is not None:
+        metrics["early_stop_replay.steps_saved_fraction"] = replay.steps_saved_fraction
+        metrics["early_stop_replay.best_kept"] = float(replay.best_kept)
+    if metrics:
+        run.log_metrics(metrics, step=0)
+    if tags:
+        run.set_tags(tags)
+    run.log_dict(
+        {"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped},
+        "laws/fits.json",
+    )
+    tracking.log_text(run, fit_table_markdown(study), "laws/fit_table.md")
+    figures = study_figures(table, study)
+    for file_name, figure in figures.items():
+        tracking.log_figure(run, figure, f"laws/{file_name}")
+    report = study_markdown(
+        study_name, table, study, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction
+    )
+    markdown = "\n\n".join([report, *extra_sections])
+    tracking.log_text(run, markdown, "laws/report.md")
+    return study, markdown
+
+
+def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap: int = 200) -> str:
+    """Refit a finished (or interrupted) study from MLflow, log the results, return the report."""
+    uri = tracking.resolve_tracking_uri(tracking_uri)
+    parent_run_id = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
+    if parent_run_id is None:
+        raise ValueError(
+            f"no study run named {study_name!r} in experiment {STUDY_EXPERIMENT!r} at {uri}; "
+            "check --study and --tracking-uri (the MLflow UI lists the study runs)"
+        )
+    table = trial_table_from_runs(tracking.list_child_runs(uri, parent_run_id))
+    if table.empty:
+        raise ValueError(f"study {study_name!r} has no trial runs yet; run `python -m sweeps.scaling` first")
+    _, markdown = log_study_analysis(
+        tracking.attach_run(uri, parent_run_id), study_name, table, n_bootstrap=n_bootstrap
+    )
+    return markdown

@@ -1,0 +1,107 @@
+"""One real trial: pretrain (Ray Train, from inside the Tune trial) then evaluate (RankMe, probes).
+
+Shards: each front-end preset, and each nested hour subset of the data_volume grid, gets its own
+shard directory `<study shards>/<preset>[-h<hours>]`, built from the corpus by prep before the
+trials start (`prepare_study_shards`, on the driver: concurrent trials must not race to build it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from ray.tune.integration.ray_train import TuneReportCallback
+
+import models
+from pipeline.defaults import ensure_shards, shards_dir_for
+from pipeline.evaluate.probes.grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig
+from pipeline.evaluate.run import evaluate_checkpoint
+from pipeline.evaluate.scores import quality_q_interval
+from pipeline.pretrain.driver import PretrainConfig, run_pretraining
+from pipeline.shards.format import read_manifest
+from pipeline.tracking import TrackedRun
+from sweeps.study.context import StudyContext, child_run_name
+from sweeps.study.early_stop_rule import rankme_every_steps_for
+from sweeps.study.grids import TrialSpec
+from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult
+
+
+def _meta_model(spec: TrialSpec) -> torch.nn.Module:
+    """The trial's model without weights (meta device): spec, parameter count and FLOPs only."""
+    with torch.device("meta"):
+        return models.build_model(spec.model_name, **spec.model_overrides)
+
+
+def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
+    return shards_dir_for(preset_name=preset, max_hours=max_hours, root=shards_root)
+
+
+def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path]:
+    """Build (or reuse: prep skips a finished identical output) every shard set the trials need."""
+    if not Path(corpus_dir).exists():
+        raise ValueError(
+            f"no pretraining corpus at {corpus_dir}; build it with "
+            f"`python -m pipeline.corpus pretrain --output {corpus_dir}` or pass --corpus"
+        )
+    needed = sorted({(_meta_model(t).spec.frontend_preset, t.max_hours) for t in trials}, key=str)
+    return [
+        ensure_shards(corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root,
+                      show_progress=False)
+        for preset, max_hours in needed
+    ]
+
+
+def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: TrackedRun) -> TrialResult:
+    """Pretrain into the trial's child run (same name: pretraining resumes it), then evaluate."""
+    meta_model = _meta_model(spec)
+    shards_dir = study_shards_dir(context.shards_root, meta_model.spec.frontend_preset, spec.max_hours)
+    overrides = dict(spec.model_overrides)
+    mask_ratio = overrides.pop("mask_ratio", None)
+    pretrained = run_pretraining(
+        PretrainConfig(
+            model_name=spec.model_name,
+            model_overrides=overrides,
+            mask_ratio=mask_ratio,
+            shards_dir=str(shards_dir),
+            steps=spec.train_steps,
+            global_batch_size=context.global_batch_size,
+            use_gpu=context.gpus_per_trial > 0,
+            cpus_per_worker=context.cpus_per_worker,
+            run_name=child_run_name(context.study_name, spec.name),
+            storage_path=context.storage_path,
+            tracking_uri=context.tracking_uri,
+            experiment_name=STUDY_EXPERIMENT,
+            parent_run_id=context.parent_run_id,
+            # Four RankMe points per trial: enough for the early-prediction table.
+            rankme_every_steps=rankme_every_steps_for(spec.train_steps),
+            checkpoint_every_steps=rankme_every_steps_for(spec.train_steps),
+        ),
+        # The early-stop scheduler sees RankMe as training reports it, through the trial's Tune session.
+        run_callbacks=[TuneReportCallback()] if context.rankme_early_stop else (),
+    )
+    evaluation = evaluate_checkpoint(
+        pretrained.checkpoint_dir,
+        tasks_dir=context.tasks_dir,
+        seeds=context.eval_seeds,
+        probe_training=QUICK_PROBE_TRAINING if context.quick_probe else ProbeTrainingConfig(),
+        device="cuda" if context.gpus_per_trial > 0 else "cpu",
+        workers=context.eval_workers if context.gpus_per_trial == 0 else 1,
+    )
+    samples_seen = context.global_batch_size * pretrained.steps
+    q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)
+    return TrialResult(
+        trial=spec.name,
+        model_name=spec.model_name,
+        arch=spec.arch,
+        n_params=pretrained.total_parameters,
+        hours=float(read_manifest(shards_dir)["total_hours"]),
+        flops=meta_model.training_flops_per_sample() * samples_seen,
+        mask_ratio=float(meta_model.spec.mask_ratio),
+        rankme=evaluation.rankme,
+        rankme_by_step=dict(pretrained.rankme_history),
+        q=evaluation.q,
+        task_scores={task: score["mean"] for task, score in evaluation.task_scores.items()},
+        q_ci_low=q_ci_low,
+        q_ci_high=q_ci_high,
+        rankme_history_logged=True,
+    )

@@ -1,0 +1,166 @@
+"""The layout's rules, checked on the source (ast), so a lazy import inside a function counts too.
+
+- No import cycles among the modules of `pipeline`, `models` and `sweeps`.
+- Ray and MLflow appear only at the edges named below.
+- No module over 300 lines, no function over 60 lines (DESIGN.md's habits).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pipeline", "models", "sweeps")
+
+# The edges: the Ray session, the Ray Data stage and reader, the Ray Train driver and worker
+# loop, the Ray Tune driver, trial and scheduler. MLflow has one owner.
+RAY_MODULES = {
+    "pipeline.ray_session",
+    "pipeline.prep.run",
+    "pipeline.prep.featurize",
+    "pipeline.prep.ledger",
+    "pipeline.shards.crops",
+    "pipeline.pretrain.driver",
+    "pipeline.pretrain.loop",
+    "sweeps.study.driver",
+    "sweeps.study.trial",
+    "sweeps.study.early_stop",
+}
+MLFLOW_MODULES = {"pipeline.tracking"}
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 60
+
+
+def module_files(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the three packages."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """Every dotted name an import statement anywhere in the file refers to (relative ones resolved)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names.add(base)
+            # `from pipeline import tracking` imports the module pipeline.tracking.
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (a name resolves to its longest module prefix)."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = defaultdict(set)
+    for module, path in modules.items():
+        for name in imported_names(module, path):
+            target = resolve(name) if name.split(".")[0] in PACKAGES else None
+            if target and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for child in sorted(graph.get(node, ())):
+            if child not in index:
+                visit(child)
+                low[node] = min(low[node], low[child])
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_checker_finds_a_lazy_cycle_and_a_relative_import(tmp_path):
+    (tmp_path / "pipeline" / "stage").mkdir(parents=True)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "pipeline" / "__init__.py").write_text("")
+    (tmp_path / "pipeline" / "stage" / "__init__.py").write_text("")
+    (tmp_path / "pipeline" / "stage" / "a.py").write_text("from . import b\n")
+    (tmp_path / "pipeline" / "stage" / "b.py").write_text("def f():\n    from pipeline.stage.a import x\n")
+    (tmp_path / "pipeline" / "c.py").write_text("import ray\nfrom pipeline.stage import a\n")
+    modules = module_files(tmp_path)
+    graph = import_graph(modules)
+    # Importing pipeline.stage.a runs the package's __init__ too: both are edges.
+    assert graph["pipeline.c"] == {"pipeline.stage", "pipeline.stage.a"}
+    assert find_cycles(graph) == [["pipeline.stage.a", "pipeline.stage.b"]]
+    assert "ray" in imported_names("pipeline.c", modules["pipeline.c"])
+
+
+def test_no_import_cycles_lazy_ones_included():
+    cycles = find_cycles(import_graph(module_files()))
+    assert cycles == [], "import cycles (a module that needs its caller is one concept split wrongly): " + "; ".join(
+        " <-> ".join(cycle) for cycle in cycles
+    )
+
+
+@pytest.mark.parametrize("library, allowed", [("ray", RAY_MODULES), ("mlflow", MLFLOW_MODULES)])
+def test_ray_and_mlflow_only_at_the_edges(library, allowed):
+    importers = {
+        module
+        for module, path in module_files().items()
+        if any(name.split(".")[0] == library for name in imported_names(module, path))
+    }
+    assert importers - allowed == set(), f"{library} imported outside its edge modules"
+    assert importers, f"no module imports {library}: the allowed list is stale"
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for module, path in module_files().items():
+        source = path.read_text()
+        if source.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(REPO_ROOT)}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert too_long == []
