@@ -22,8 +22,9 @@ import pandas as pd
 from scipy.optimize import minimize
 
 from sweeps.laws.fit import LogSpaceProblem, refit_from
-from sweeps.laws.fits import CHINCHILLA_HUBER_DELTA, LawFit, fit_chinchilla
+from sweeps.laws.fits import CHINCHILLA_HUBER_DELTA, fit_chinchilla
 from sweeps.laws.forms import ChinchillaLaw
+from sweeps.laws.result import LawFit
 
 # Hoffmann et al. (2022), as printed in the paper body.
 PUBLISHED_CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}

@@ -15,8 +15,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from sweeps.laws.fit import LogSpaceProblem, minimize_converged, refit_from
-from sweeps.laws.fits import validate_law_inputs
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.laws.inputs import validate_law_inputs
 
 
 @dataclass(frozen=True, kw_only=True)

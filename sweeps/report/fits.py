@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.fit import FitNotConvergedError
-from sweeps.laws.fits import LawFit, fit_joint, fit_saturating
+from sweeps.laws.fits import fit_joint, fit_saturating
+from sweeps.laws.result import LawFit
 
 TASK_SCORE_PREFIX = "score/"
 # Q(X) needs this many distinct X values (not just points: seeds of one X do not identify a law).

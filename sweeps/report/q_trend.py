@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.fits import LawFit
+from sweeps.laws.result import LawFit
 from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
 
 MIN_RELATIVE_X_SPAN = 0.05

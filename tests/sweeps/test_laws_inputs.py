@@ -70,3 +70,8 @@ def test_simulated_early_stop_counts_saved_steps_and_best_survival():
     assert bool(row["best_kept"])
     worse = simulate_rankme_early_stop(histories, [0.9, 0.2, 0.3, 0.5], ["a", "b", "c", "d"])
     assert not bool(worse.iloc[0]["best_kept"])
+
+
+def test_a_misspelt_fit_setting_is_rejected_by_name():
+    with pytest.raises(TypeError, match="n_boot"):
+        fit_saturating(X, Q, n_boot=0)
