@@ -22,12 +22,12 @@ import numpy as np
 import pandas as pd
 
 from pipeline import tracking
+from sweeps.report.figures import study_figures
 from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
 from sweeps.report.markdown import (
     extrapolation_cell,
     fit_table_markdown,
     replay_early_stop,
-    study_figures,
     study_markdown,
 )
 from sweeps.report.q_trend import check_q_of_r

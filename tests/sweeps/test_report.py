@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from sweeps.laws.forms import JointLaw
+from sweeps.report.figures import study_figures
 from sweeps.report.fits import fit_study_laws
-from sweeps.report.markdown import study_figures, study_markdown
+from sweeps.report.markdown import study_markdown
 
 TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}
 
