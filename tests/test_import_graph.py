@@ -77,8 +77,16 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     for module, path in modules.items():
         for name in imported_names(module, path):
             target = resolve(name) if name.split(".")[0] in PACKAGES else None
-            if target and target != module:
-                graph[module].add(target)
+            if not target or target == module:
+                continue
+            graph[module].add(target)
+            # Importing a.b.c runs a/__init__ and a/b/__init__ first; the importer's own ancestors
+            # are already initialised by then, so only the others are edges.
+            parts = target.split(".")
+            for depth in range(1, len(parts)):
+                package = ".".join(parts[:depth])
+                if package in modules and not module.startswith(package + "."):
+                    graph[module].add(package)
     return graph
 
 
