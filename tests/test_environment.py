@@ -29,7 +29,7 @@ def test_readme_quick_start_gives_the_checked_activation_line():
     assert f"ACTIVATE='{ACTIVATE}'" in (REPO_ROOT / "scripts" / "check_activation.sh").read_text()
 
 
-def test_every_entry_point_names_a_main_function():
+def test_every_entry_point_names_a_main_function_that_python_m_also_runs():
     scripts = PYPROJECT["project"]["scripts"]
     assert set(scripts) == {f"audioscale-{name}" for name in
                             ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models")}
@@ -40,6 +40,9 @@ def test_every_entry_point_names_a_main_function():
         tree = ast.parse(Path(spec.origin).read_text())
         functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert function in functions, (name, target)
+        # `python -m <module>` must run it too (the README's and `ray job submit`'s form).
+        guards = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
+        assert guards and function in ast.unparse(guards[0]), (name, "no `if __name__ == '__main__':` calling it")
 
 
 def test_dev_extra_matches_requirements_dev():
