@@ -145,3 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.run_id:
         print(f"MLflow run: {result.run_id}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

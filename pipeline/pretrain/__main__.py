@@ -153,3 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(format_result(result))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
