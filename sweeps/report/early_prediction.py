@@ -124,3 +124,36 @@ def simulate_rankme_early_stop(
              "best_kept": best in kept}  # fmt: skip
         )
     return pd.DataFrame(rows, columns=["step", "trials_kept", "steps_saved_fraction", "best_kept"])
+
+
+def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
+    """The Table III section: ours by fraction of the horizon, the paper's beside it."""
+    horizons = trials["train_steps"] if "train_steps" in trials.columns else None
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"], horizons)
+    if horizons is None or pd.isna(horizons).all():
+        horizon_note = (
+            "The trial table has no `train_steps`: each trial's largest logged RankMe step is taken as its "
+            "horizon (the checkpoint its final Q belongs to) and left out."
+        )
+    else:
+        n_missing = int(pd.isna(horizons).sum())
+        horizon_note = "Each trial's horizon is its planned `train_steps`" + (
+            f"; {n_missing} trial(s) without one fall back to their largest logged step." if n_missing else "."
+        )
+    lines = [
+        "", "## Does early RankMe predict final quality? (paper Table III)", "",
+        "Pearson r between RankMe part-way through training and the final Q, trials pooled at equal fractions "
+        f"of their horizon; the final step is never correlated with itself. {horizon_note}", "",
+        "| fraction of horizon | steps | Pearson r | trials | paper PCC at this fraction |", "|---|---|---|---|---|",
+    ]  # fmt: skip
+    for row in correlations.itertuples():
+        r = f"{row.pearson_r:.3f}" if np.isfinite(row.pearson_r) else row.note
+        paper = f"{row.paper_pcc:.3f}" if np.isfinite(row.paper_pcc) else "none at this fraction"
+        lines.append(f"| {row.fraction:.4f} | {row.steps} | {r} | {row.n_trials} | {paper} |")
+    lines += ["", "The paper's Table III (45 models, HEAR at 700k steps):", "",
+              "| RankMe step | fraction of 700k | PCC |", "|---|---|---|"]  # fmt: skip
+    lines += [
+        f"| {step // 1000}k | {step / PAPER_TABLE_III_FINAL_STEP:.4f} | {pcc:.3f} |"
+        for step, pcc in PAPER_TABLE_III.items()
+    ]
+    return lines
