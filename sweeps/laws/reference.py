@@ -30,8 +30,7 @@ from sweeps.laws.forms import LOG_ERROR_FLOOR
 POSITIVE_FLOOR = 1e-6
 # App. E: "we set the range of parameter Q_inf to [0, 1]": log(1 - Q_inf) <= log(1) = 0.
 LOG_ERROR_CEILING = 0.0
-# App. E caps curve_fit at 5000 iterations; our local runs are verified converged instead (fit.py).
-PAPER_MAX_ITERATIONS = 5000
+# App. E caps curve_fit at 5000 iterations; ours are not capped there but checked converged (fit.py).
 # Extra starts the log-error grid (Q_inf above the best observed Q only) never tries: Q_inf a
 # little below the best Q (log(1 - Q_inf) above the smallest observed log error).
 _EXTRA_LOG_ERROR_OFFSETS = (0.3,)

@@ -142,8 +142,8 @@ def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
         )
     lines = [
         "", "## Does early RankMe predict final quality? (paper Table III)", "",
-        "Pearson r between RankMe part-way through training and the final Q, trials pooled at equal fractions "
-        f"of their horizon; the final step is never correlated with itself. {horizon_note}", "",
+        ("Pearson r between RankMe part-way through training and the final Q, trials pooled at equal fractions "
+         f"of their horizon; the final step is never correlated with itself. {horizon_note}"), "",
         "| fraction of horizon | steps | Pearson r | trials | paper PCC at this fraction |", "|---|---|---|---|---|",
     ]  # fmt: skip
     for row in correlations.itertuples():

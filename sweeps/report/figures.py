@@ -10,19 +10,19 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on workers and CI; must precede pyplot
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-from sweeps.laws.result import LawFit  # noqa: E402
-from sweeps.report.early_prediction import (  # noqa: E402
+from sweeps.laws.result import LawFit
+from sweeps.report.early_prediction import (
     PAPER_TABLE_III,
     PAPER_TABLE_III_FINAL_STEP,
     early_points,
     pearson_early_prediction,
 )
-from sweeps.report.fits import (  # noqa: E402
+from sweeps.report.fits import (
     CONVERGED_VIEW,
     SATURATING_LAWS,
     StudyFits,

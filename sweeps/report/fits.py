@@ -22,7 +22,12 @@ from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.result import LawFit
 from sweeps.report.frontier import frontier_mask
-from sweeps.report.task_laws import TASK_SCORE_PREFIX, TaskLaw, fit_task_laws, task_score_columns
+from sweeps.report.task_laws import (
+    TASK_SCORE_PREFIX,
+    TaskLaw,
+    fit_task_laws,
+    task_score_columns,
+)
 
 __all__ = ["TASK_SCORE_PREFIX", "StudyFits", "fit_study_laws", "task_score_columns", "usable_trials"]
 

@@ -11,17 +11,24 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
-from sweeps.report.early_prediction import early_prediction_markdown, simulate_rankme_early_stop
-from sweeps.report.fits import StudyFits, parameters_disagree, task_score_columns, usable_trials
-from sweeps.report.task_laws import task_laws_markdown
+from sweeps.report.early_prediction import (
+    early_prediction_markdown,
+    simulate_rankme_early_stop,
+)
+from sweeps.report.fits import (
+    StudyFits,
+    parameters_disagree,
+    task_score_columns,
+    usable_trials,
+)
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.task_laws import task_laws_markdown
 from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DecisionReplay,
     replay_decision_point,
 )
-
 
 # How the laws were fitted and checked, in words; sweeps.laws.fits and sweeps.report.q_trend are the code.
 METHOD = (
@@ -118,8 +125,8 @@ def alternative_fits_markdown(study: StudyFits) -> list[str]:
         if disagreeing:
             one = StudyFits(fits={f"{name} (log_error)": alternative}, skipped={}, n_trials_used=0, n_trials_failed=0)
             lines += [
-                "", f"{name}: the log-error alternative's 95% intervals do not overlap the reference's for "
-                f"{', '.join(sorted(disagreeing))}:", "", fit_table_markdown(one),
+                "", (f"{name}: the log-error alternative's 95% intervals do not overlap the reference's for "
+                     f"{', '.join(sorted(disagreeing))}:"), "", fit_table_markdown(one),
             ]  # fmt: skip
     if study.alternatives and not lines:
         lines = ["", "The log-error alternative's 95% intervals overlap the reference's for every law and parameter."]

@@ -91,8 +91,10 @@ def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> lis
         "",
         "## Per-task Q(R) laws (paper Sec. IV-H)",
         "",
-        "Eq. 3 fitted to each task's score against RankMe (reference estimator). A task is *saturating* when "
-        "the 95% interval of Q_inf ends below 1, *still rising* when it reaches 1.",
+        (
+            "Eq. 3 fitted to each task's score against RankMe (reference estimator). A task is *saturating* "
+            "when the 95% interval of Q_inf ends below 1, *still rising* when it reaches 1."
+        ),
         "",
         "| task | Q_inf [95% CI] | R_C | alpha | R² | class |",
         "|---|---|---|---|---|---|",

@@ -28,7 +28,13 @@ import pandas as pd
 
 from pipeline import tracking
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws, parameters_disagree, usable_trials
+from sweeps.report.fits import (
+    TASK_SCORE_PREFIX,
+    StudyFits,
+    fit_study_laws,
+    parameters_disagree,
+    usable_trials,
+)
 from sweeps.report.markdown import (
     extrapolation_cell,
     fit_table_markdown,

@@ -8,6 +8,7 @@ from scipy.optimize import curve_fit
 
 from sweeps.laws.fits import fit_joint, fit_saturating
 from sweeps.laws.forms import JointLaw, SaturatingLaw
+from sweeps.laws.reference import QSpaceLaw
 
 # Paper Table II: RankMe / HEAR of five Dasheng sizes at 100k and 700k steps.
 TABLE_II = {
@@ -23,7 +24,7 @@ HEAR = np.array([q for pair in TABLE_II.values() for _, q in pair])
 
 def _paper_curve_fit() -> np.ndarray:
     """What App. E describes: curve_fit, Q_inf in [0, 1], others > 0, 5000 evaluations."""
-    law = lambda r, q_inf, r_c, alpha: q_inf - (r_c / r) ** alpha  # noqa: E731
+    law = lambda r, q_inf, r_c, alpha: q_inf - (r_c / r) ** alpha
     params, _ = curve_fit(law, RANKME, HEAR, p0=[0.9, 10.0, 0.5], bounds=([0, 0, 0], [1, np.inf, np.inf]), maxfev=5000)
     return params
 
@@ -76,3 +77,13 @@ def test_joint_reference_recovers_the_error_form_of_eq_7():
     assert fit.estimator == "reference" and fit.r2 > 0.99
     assert fit.params["alpha_n"] == pytest.approx(0.3, abs=0.05)
     assert fit.params["alpha_d"] == pytest.approx(0.4, abs=0.05)
+
+
+def test_reference_bounds_are_app_e_q_inf_in_0_1_others_positive():
+    form = QSpaceLaw(SaturatingLaw())
+    (low_log_error, high_log_error), log_a, alpha = form.bounds(HEAR)
+    # log(1 - Q_inf) in [floor, 0]: Q_inf from 0 (log 1) to 1 (up to e^-30).
+    assert form.params_from_theta(np.array([high_log_error, 0.0, 1.0]))["q_inf"] == 0.0
+    assert form.params_from_theta(np.array([low_log_error, 0.0, 1.0]))["q_inf"] == pytest.approx(1.0, abs=1e-12)
+    assert log_a == (None, None)  # X_c = exp(log A / alpha) > 0 by construction
+    assert alpha[0] > 0 and alpha[1] is None  # "greater than 0", no upper cap

@@ -9,7 +9,13 @@ import pytest
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.report.figures import plot_rankme_views
 from sweeps.report.fits import CONVERGED_VIEW, fit_study_laws
-from sweeps.report.task_laws import SATURATING, STILL_RISING, fit_task_laws, task_law_metrics, task_laws_markdown
+from sweeps.report.task_laws import (
+    SATURATING,
+    STILL_RISING,
+    fit_task_laws,
+    task_law_metrics,
+    task_laws_markdown,
+)
 
 CEILING = {"q_inf": 0.70, "x_c": 10.0, "alpha": 0.6}  # saturates at 0.7
 NO_CEILING = {"q_inf": 1.00, "x_c": 10.0, "alpha": 0.3}  # rises towards 1
