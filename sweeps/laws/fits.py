@@ -3,7 +3,13 @@
     fit = fit_saturating(rankme, q)          # Q(X) = Q_inf - (X_c / X)^alpha
     fit.params["alpha"], fit.ci["alpha"], fit.r2, fit.predict(rankme_new)
 
-Each fit: a converged multi-start optimizer in log space (sweeps.laws.fit), percentile intervals
+Two estimators for the quality laws (FitSettings.estimator):
+- "reference" (default): the study's own, paper App. E: least squares on Q, Q_inf in [0, 1],
+  other parameters > 0 (sweeps.laws.reference);
+- "log_error": the robust alternative: least squares (or Huber) on log(1 - Q), Q_inf at least
+  the best observed Q, exponents <= 2 (sweeps.laws.forms).
+
+Each fit: a converged multi-start optimizer (sweeps.laws.fit), percentile intervals
 from a bootstrap that resamples configurations (all seeds of a configuration together), AICc and
 BIC, and the leave-largest-out extrapolation error (fit without the largest scale, predict it).
 
@@ -30,6 +36,7 @@ from sweeps.laws.fit import (
 )
 from sweeps.laws.forms import ChinchillaLaw, JointLaw, SaturatingLaw
 from sweeps.laws.inputs import MIN_POINTS, configuration_groups, validate_law_inputs
+from sweeps.laws.reference import QSpaceLaw
 from sweeps.laws.result import FitDiagnostics, LawFit
 from sweeps.report.early_prediction import pearson_early_prediction
 
@@ -46,6 +53,9 @@ __all__ = [
 ]
 
 CHINCHILLA_HUBER_DELTA = 1e-3  # Hoffmann et al. (2022), approach 3: Huber loss on log L, delta 1e-3
+REFERENCE = "reference"  # paper App. E: least squares on Q
+LOG_ERROR = "log_error"  # the robust alternative on log(1 - Q)
+ESTIMATORS = (REFERENCE, LOG_ERROR)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,13 +67,21 @@ class FitSettings:
     ci_level: float = 0.95
     extrapolate: bool = True  # also refit without the largest scale and predict it
     seed: int = 0
+    estimator: str = REFERENCE  # quality laws only: REFERENCE or LOG_ERROR (the loss law is log-space)
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
 
 
 def _log_space_problem(
     form: Any, columns: list[np.ndarray], y: np.ndarray, *, quality: bool, huber_delta: float | None
 ) -> LogSpaceProblem:
-    """Quality laws are fitted on the error 1 - Q, loss laws on the loss, both in log space."""
-    log_y = np.log(1.0 - y) if quality else np.log(y)
+    """Reference forms on Q itself; otherwise quality laws on log(1 - Q), loss laws on log L."""
+    if form.space == "q":
+        log_y = y
+    else:
+        log_y = np.log(1.0 - y) if quality else np.log(y)
     return LogSpaceProblem(
         log_model=form.log_model,
         log_x=np.log(np.stack(columns, axis=1)),  # (n, k)
@@ -105,6 +123,7 @@ def _fit(
     )
     replicate_params, ci = _bootstrap_intervals(form, thetas, settings.ci_level)
     prediction = form.predict(params, *columns)
+    # Paper App. E, Eq. 8: R^2 = 1 - sum (y - y_hat)^2 / sum (y - y_bar)^2, on Q (or the loss) itself.
     r2 = 1.0 - float(np.sum((y - prediction) ** 2) / np.sum((y - y.mean()) ** 2))
     aicc, bic = information_criteria(problem.residuals(optimum.theta), len(optimum.theta))
     if settings.extrapolate:
@@ -115,6 +134,7 @@ def _fit(
         extrapolation_error, extrapolation_note = float("nan"), "not computed: extrapolation was switched off"
     return LawFit(
         law=form.name,
+        estimator=form_estimator(form),
         params=params,
         ci=ci,
         ci_level=settings.ci_level,
@@ -193,14 +213,24 @@ def _fit_law(
     """Validate the inputs, group the points into bootstrap units, fit `form`; `settings`: FitSettings' fields."""
     columns, y = validate_law_inputs(inputs, target_name, target, quality=quality)
     units = configuration_groups(columns, groups, len(y))
-    return _fit(form, columns, y, quality=quality, groups=units, settings=FitSettings(**settings))
+    fit_settings = FitSettings(**settings)
+    if quality and fit_settings.estimator == REFERENCE:
+        form = QSpaceLaw(form)
+    return _fit(form, columns, y, quality=quality, groups=units, settings=fit_settings)
+
+
+def form_estimator(form: Any) -> str:
+    """Which estimator a form stands for: the reference on Q, or a log-space fit."""
+    if form.space == "q":
+        return REFERENCE
+    return LOG_ERROR if form.name in ("saturating", "joint") else "log_loss"
 
 
 def fit_saturating(x: Any, q: Any, *, groups: Any | None = None, **settings: Any) -> LawFit:
     """Fit Q(X) = Q_inf - (X_c / X)^alpha; X is RankMe, N, D or C (positive), Q in [0, 1).
 
     `groups`: bootstrap unit per point (default: points with identical inputs); `settings`: the
-    fields of FitSettings (huber_delta, n_bootstrap, ci_level, extrapolate, seed).
+    fields of FitSettings (huber_delta, n_bootstrap, ci_level, extrapolate, seed, estimator).
     """
     return _fit_law(SaturatingLaw(), {"x": x}, "q", q, quality=True, groups=groups, **settings)
 

@@ -39,6 +39,7 @@ class SaturatingLaw:
     """Q(X) = Q_inf - (X_c / X)^alpha."""
 
     name: str = "saturating"
+    space: str = "log"  # residuals in log space (sweeps.laws.reference fits on Q instead)
     param_names: tuple[str, ...] = ("q_inf", "x_c", "alpha")
 
     def log_model(self, theta: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,6 +78,7 @@ class JointLaw:
     """Q(N, D) = 1 - [(1 - Q_inf)^(1/alpha) + (N_C/N)^(alpha_N/alpha) + (D_C/D)^(alpha_D/alpha)]^alpha."""
 
     name: str = "joint"
+    space: str = "log"  # residuals in log space (sweeps.laws.reference fits on Q instead)
     param_names: tuple[str, ...] = ("q_inf", "alpha", "n_c", "alpha_n", "d_c", "alpha_d")
 
     def log_model(self, theta: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +147,7 @@ class ChinchillaLaw:
     """L(N, D) = E + A / N^alpha + B / D^beta."""
 
     name: str = "chinchilla"
+    space: str = "log"  # residuals in log space (sweeps.laws.reference fits on Q instead)
     param_names: tuple[str, ...] = ("E", "A", "B", "alpha", "beta")
 
     def log_model(self, theta: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ def _rss(problem: LogSpaceProblem, theta: np.ndarray) -> float:
 
 
 def profile_q_inf_interval(x: Any, q: Any, *, level: float = 0.95, n_grid: int = 24) -> ProfileInterval:
-    """Profile-likelihood interval for Q_inf (squared log-error loss, as fit_saturating's default)."""
+    """Profile-likelihood interval for Q_inf (squared log-error loss: fit_saturating's estimator="log_error", not the reference fit)."""
     (column,), y = validate_law_inputs({"x": x}, "q", q, quality=True)
     form = SaturatingLaw()
     log_x, log_y = np.log(column)[:, None], np.log(1.0 - y)

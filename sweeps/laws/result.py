@@ -26,6 +26,7 @@ class LawFit:
     """A fitted law: named parameters, intervals, goodness of fit, and prediction."""
 
     law: str
+    estimator: str  # "reference" (paper App. E, least squares on Q), "log_error" or "log_loss"
     params: dict[str, float]
     ci: dict[str, tuple[float, float]]  # bootstrap percentile interval at `ci_level`
     ci_level: float
@@ -58,6 +59,7 @@ class LawFit:
     def to_dict(self) -> dict[str, Any]:
         return {
             "law": self.law,
+            "estimator": self.estimator,
             "params": dict(self.params),
             "ci": {k: list(v) for k, v in self.ci.items()},
             "ci_level": self.ci_level,

@@ -10,34 +10,87 @@ from scipy.stats import pearsonr
 
 from sweeps.study.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
 
+# Paper Sec. IV-E, Table III: Pearson r between RankMe at an early step and HEAR at 700k steps
+# (the end of training), across 45 models.
+PAPER_TABLE_III_FINAL_STEP = 700_000
+PAPER_TABLE_III = {50_000: 0.636, 100_000: 0.790, 200_000: 0.855, 300_000: 0.862}
+# Fractions of the horizon are pooled after rounding: 50/700 and 100/1400 are one row.
+FRACTION_DECIMALS = 4
+EARLY_COLUMNS = ["fraction", "steps", "pearson_r", "n_trials", "note", "paper_pcc"]
 
-def pearson_early_prediction(rankme_by_step: Any, final_q: Any) -> pd.DataFrame:
-    """Pearson r between RankMe at each logged step and the final Q across trials (Table III).
 
-    `rankme_by_step`: one entry per trial, a {step: rankme} mapping or a list of (step, rankme).
-    Returns columns step, pearson_r, n_trials, note; steps seen in fewer than 3 trials are left
-    out. r is NaN when RankMe or Q is the same in every trial at a step, and `note` says which.
+def _history(entry: Any) -> dict[int, float]:
+    return {int(step): float(value) for step, value in dict(entry).items()}
+
+
+def trial_horizon(history: dict[int, float], planned: Any) -> int:
+    """The step a trial's final Q belongs to: its planned `train_steps`, else its largest logged step."""
+    if not pd.isna(planned):
+        return int(planned)
+    return max(history, default=0)
+
+
+def early_points(rankme_by_step: Any, horizons: Any | None = None) -> list[dict[float, tuple[int, float]]]:
+    """Per trial: {fraction of its horizon: (step, RankMe)} for every step before the horizon.
+
+    The horizon's own step is left out: RankMe there is the final checkpoint's, and correlating it
+    with the final Q would be the final step correlated with itself, which Table III never does.
     """
-    histories = [{int(step): float(value) for step, value in dict(h).items()} for h in rankme_by_step]
+    histories = [_history(h) for h in rankme_by_step]
+    planned = [None] * len(histories) if horizons is None else list(horizons)
+    if len(planned) != len(histories):
+        raise ValueError(f"horizons has {len(planned)} entries but rankme_by_step has {len(histories)}")
+    points = []
+    for history, plan in zip(histories, planned):
+        horizon = trial_horizon(history, plan)
+        points.append({
+            round(step / horizon, FRACTION_DECIMALS): (step, value)
+            for step, value in sorted(history.items()) if 0 < step < horizon
+        })  # fmt: skip
+    return points
+
+
+def _paper_pcc(fraction: float) -> float:
+    """Table III's r where our fraction is one of its step / 700k fractions; NaN elsewhere."""
+    for step, pcc in PAPER_TABLE_III.items():
+        if round(step / PAPER_TABLE_III_FINAL_STEP, FRACTION_DECIMALS) == fraction:
+            return pcc
+    return float("nan")
+
+
+def pearson_early_prediction(rankme_by_step: Any, final_q: Any, horizons: Any | None = None) -> pd.DataFrame:
+    """Pearson r between RankMe at each fraction of training and the final Q across trials (Table III).
+
+    `rankme_by_step`: one entry per trial, a {step: rankme} mapping or a list of (step, rankme);
+    `horizons`: each trial's planned training steps (NaN or None: its largest logged step).
+    Trials of different horizons are compared at equal fractions of their horizon. Returns
+    columns fraction, steps (the steps pooled in the row), pearson_r, n_trials, note, paper_pcc;
+    fractions seen in fewer than 3 trials are left out. r is NaN when RankMe or Q is the same in
+    every trial at a fraction, and `note` says which.
+    """
+    points = early_points(rankme_by_step, horizons)
     final = np.asarray(final_q, dtype=float).reshape(-1)
-    if len(histories) != len(final):
-        raise ValueError(f"rankme_by_step has {len(histories)} trials but final_q has {len(final)}")
-    steps = sorted({int(step) for history in histories for step in history})
+    if len(points) != len(final):
+        raise ValueError(f"rankme_by_step has {len(points)} trials but final_q has {len(final)}")
     rows = []
-    for step in steps:
+    for fraction in sorted({f for trial in points for f in trial}):
         pairs = [
-            (float(h[step]), q)
-            for h, q in zip(histories, final)
-            if step in h and np.isfinite(h[step]) and np.isfinite(q)
+            (trial[fraction][0], trial[fraction][1], q)
+            for trial, q in zip(points, final)
+            if fraction in trial and np.isfinite(trial[fraction][1]) and np.isfinite(q)
         ]
         if len(pairs) < 3:
             continue
-        rankmes, qs = np.array(pairs).T
+        steps, rankmes, qs = (np.array(column) for column in zip(*pairs))
         constant = [name for name, values in (("RankMe", rankmes), ("final Q", qs)) if np.ptp(values) == 0]
         r = float("nan") if constant else float(pearsonr(rankmes, qs).statistic)
-        note = f"undefined: {' and '.join(constant)} identical in every trial" if constant else ""
-        rows.append({"step": step, "pearson_r": r, "n_trials": len(pairs), "note": note})
-    return pd.DataFrame(rows, columns=["step", "pearson_r", "n_trials", "note"])
+        rows.append({
+            "fraction": fraction, "steps": ", ".join(str(s) for s in sorted(set(steps.tolist()))),
+            "pearson_r": r, "n_trials": len(pairs),
+            "note": f"undefined: {' and '.join(constant)} identical in every trial" if constant else "",
+            "paper_pcc": _paper_pcc(fraction),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=EARLY_COLUMNS)
 
 
 def simulate_rankme_early_stop(
@@ -71,3 +124,36 @@ def simulate_rankme_early_stop(
              "best_kept": best in kept}  # fmt: skip
         )
     return pd.DataFrame(rows, columns=["step", "trials_kept", "steps_saved_fraction", "best_kept"])
+
+
+def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
+    """The Table III section: ours by fraction of the horizon, the paper's beside it."""
+    horizons = trials["train_steps"] if "train_steps" in trials.columns else None
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"], horizons)
+    if horizons is None or pd.isna(horizons).all():
+        horizon_note = (
+            "The trial table has no `train_steps`: each trial's largest logged RankMe step is taken as its "
+            "horizon (the checkpoint its final Q belongs to) and left out."
+        )
+    else:
+        n_missing = int(pd.isna(horizons).sum())
+        horizon_note = "Each trial's horizon is its planned `train_steps`" + (
+            f"; {n_missing} trial(s) without one fall back to their largest logged step." if n_missing else "."
+        )
+    lines = [
+        "", "## Does early RankMe predict final quality? (paper Table III)", "",
+        ("Pearson r between RankMe part-way through training and the final Q, trials pooled at equal fractions "
+         f"of their horizon; the final step is never correlated with itself. {horizon_note}"), "",
+        "| fraction of horizon | steps | Pearson r | trials | paper PCC at this fraction |", "|---|---|---|---|---|",
+    ]  # fmt: skip
+    for row in correlations.itertuples():
+        r = f"{row.pearson_r:.3f}" if np.isfinite(row.pearson_r) else row.note
+        paper = f"{row.paper_pcc:.3f}" if np.isfinite(row.paper_pcc) else "none at this fraction"
+        lines.append(f"| {row.fraction:.4f} | {row.steps} | {r} | {row.n_trials} | {paper} |")
+    lines += ["", "The paper's Table III (45 models, HEAR at 700k steps):", "",
+              "| RankMe step | fraction of 700k | PCC |", "|---|---|---|"]  # fmt: skip
+    lines += [
+        f"| {step // 1000}k | {step / PAPER_TABLE_III_FINAL_STEP:.4f} | {pcc:.3f} |"
+        for step, pcc in PAPER_TABLE_III.items()
+    ]
+    return lines

@@ -10,14 +10,25 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on workers and CI; must precede pyplot
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-from sweeps.laws.result import LawFit  # noqa: E402
-from sweeps.report.early_prediction import pearson_early_prediction  # noqa: E402
-from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials  # noqa: E402
+from sweeps.laws.result import LawFit
+from sweeps.report.early_prediction import (
+    PAPER_TABLE_III,
+    PAPER_TABLE_III_FINAL_STEP,
+    early_points,
+    pearson_early_prediction,
+)
+from sweeps.report.fits import (
+    CONVERGED_VIEW,
+    SATURATING_LAWS,
+    StudyFits,
+    converged_rows,
+    usable_trials,
+)
 
 FIGURE_SIZE_IN = (5.0, 3.8)
 
@@ -27,12 +38,32 @@ def _curve_axis(values: pd.Series) -> np.ndarray:
     return np.geomspace(low, high * 1.5, 200)  # a little beyond the data: the extrapolation shows
 
 
-def plot_quality_vs(table: pd.DataFrame, column: str, fit: LawFit | None, *, label: str, ax=None) -> Figure:
-    """Q against one scale variable (log axis), with the fitted law and its bootstrap band."""
+def plot_quality_vs(
+    table: pd.DataFrame,
+    column: str,
+    fit: LawFit | None,
+    *,
+    label: str,
+    ax=None,
+    frontier: np.ndarray | None = None,
+    rows: pd.Series | None = None,
+) -> Figure:
+    """Q against one scale variable (log axis), with the fitted law and its bootstrap band.
+
+    `frontier` (per usable trial) rings the points the fit was made on (Q(C)'s efficiency frontier);
+    `rows` (per usable trial) restricts the points drawn (Fig. 1b: converged checkpoints only).
+    """
     trials, _ = usable_trials(table)
+    if rows is not None:
+        trials = trials[rows.to_numpy()]
     figure = ax.figure if ax is not None else plt.figure(figsize=FIGURE_SIZE_IN)
     ax = ax if ax is not None else figure.add_subplot()
     ax.scatter(trials[column], trials["q"], s=18, color="black", zorder=3, label="trials")
+    if frontier is not None and frontier.any():
+        ax.scatter(
+            trials[column][frontier], trials["q"][frontier], s=70, facecolors="none", edgecolors="tab:red",
+            zorder=4, label="frontier (fitted)",
+        )  # fmt: skip
     if fit is not None:
         x = _curve_axis(trials[column])
         ax.plot(x, fit.predict(x), color="tab:blue", label=f"fit (R² {fit.r2:.3f})")
@@ -49,13 +80,32 @@ def plot_quality_vs(table: pd.DataFrame, column: str, fit: LawFit | None, *, lab
     return figure
 
 
+def plot_rankme_views(table: pd.DataFrame, study: StudyFits) -> Figure:
+    """Paper Fig. 1: (a) Q(R) over all checkpoints; (b) over converged ones, when the table says which."""
+    if CONVERGED_VIEW not in study.fits:
+        figure = plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label="RankMe R")
+        figure.axes[0].set_title("(a) all checkpoints")
+        return figure
+    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label="RankMe R", ax=all_ax)
+    trials, _ = usable_trials(table)
+    plot_quality_vs(
+        table, "rankme", study.fits[CONVERGED_VIEW], label="RankMe R", ax=converged_ax, rows=converged_rows(trials)
+    )
+    all_ax.set_title("(a) all checkpoints")
+    converged_ax.set_title("(b) converged checkpoints")
+    figure.tight_layout()
+    return figure
+
+
 def plot_scaling_panels(table: pd.DataFrame, study: StudyFits) -> Figure:
-    """Q against N, D and C side by side."""
+    """Q against N, D and C side by side; Q(C) fitted to, and ringing, its efficiency frontier."""
     figure, axes = plt.subplots(1, 3, figsize=(15.0, 3.8))
     for ax, name in zip(axes, ("Q(N)", "Q(D)", "Q(C)")):
         column, label = SATURATING_LAWS[name]
         if column in table.columns:
-            plot_quality_vs(table, column, study.fits.get(name), label=label, ax=ax)
+            frontier = study.q_c_frontier if name == "Q(C)" else None
+            plot_quality_vs(table, column, study.fits.get(name), label=label, ax=ax, frontier=frontier)
         ax.set_title(name if name in study.fits else f"{name}: not fitted")
     figure.tight_layout()
     return figure
@@ -85,23 +135,29 @@ def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
 
 
 def plot_early_prediction(table: pd.DataFrame) -> Figure:
-    """Left: RankMe at each logged step against final Q; right: Pearson r by step."""
+    """Left: RankMe at each fraction of training against final Q; right: Pearson r by fraction."""
     trials, _ = usable_trials(table)
-    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"])
+    horizons = trials["train_steps"] if "train_steps" in trials.columns else None
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"], horizons)
+    points = early_points(trials["rankme_by_step"], horizons)
     figure, (scatter_ax, r_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 1.0, max(len(correlations), 1)))
-    histories = [{int(k): float(v) for k, v in dict(h).items()} for h in trials["rankme_by_step"]]
-    for colour, step in zip(colours, correlations["step"]):
-        pairs = [(h[step], q) for h, q in zip(histories, trials["q"]) if step in h]
+    for colour, fraction in zip(colours, correlations["fraction"]):
+        pairs = [(trial[fraction][1], q) for trial, q in zip(points, trials["q"]) if fraction in trial]
         rankmes, qs = np.array(pairs).T
-        scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"step {step}")
-    scatter_ax.set(xlabel="RankMe at step", ylabel="final Q", title="early RankMe vs final Q")
-    if len(correlations):  # fewer than 3 trials at every step: nothing plotted, no legend
+        scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"{100 * fraction:.1f}% of training")
+    scatter_ax.set(xlabel="RankMe at that point", ylabel="final Q", title="early RankMe vs final Q")
+    if len(correlations):  # fewer than 3 trials at every fraction: nothing plotted, no legend
         scatter_ax.legend(fontsize="x-small")
-    r_ax.plot(correlations["step"], correlations["pearson_r"], marker="o")
+    r_ax.plot(correlations["fraction"], correlations["pearson_r"], marker="o", label="this study")
+    paper_fractions = [step / PAPER_TABLE_III_FINAL_STEP for step in PAPER_TABLE_III]
+    r_ax.plot(paper_fractions, list(PAPER_TABLE_III.values()), marker="s", linestyle="none",
+              color="tab:red", label="paper Table III (step / 700k)")  # fmt: skip
     r_ax.set(
-        xlabel="training step", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05), title="early prediction"
-    )
+        xlabel="fraction of the training horizon", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05),
+        title="early prediction",
+    )  # fmt: skip
+    r_ax.legend(fontsize="x-small")
     figure.tight_layout()
     return figure
 
@@ -110,9 +166,7 @@ def study_figures(table: pd.DataFrame, study: StudyFits) -> dict[str, Figure]:
     """Every figure the table supports, keyed by a file name."""
     figures = {}
     if "rankme" in table.columns:
-        figures["quality_vs_rankme.png"] = plot_quality_vs(
-            table, "rankme", study.fits.get("Q(R)"), label="RankMe R"
-        )
+        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study)
     if {"n_params", "hours", "flops"} & set(table.columns):
         figures["quality_vs_scale.png"] = plot_scaling_panels(table, study)
     if "Q(N,D)" in study.fits:

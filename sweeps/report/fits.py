@@ -2,24 +2,38 @@
 
 A trial table is a pandas DataFrame with one row per (trial, seed): n_params, hours, flops,
 mask_ratio, arch, rankme, rankme_by_step ({step: rankme}), q, and per-task score columns named
-`score/<task>`; an optional `status` column ("ok" or anything else for a failed trial) and an
-optional `configuration` column (the bootstrap unit; by default rows with equal inputs).
+`score/<task>`; optional columns: `status` ("ok" or anything else for a failed trial),
+`configuration` (the bootstrap unit; by default rows with equal inputs), `train_steps` (the planned
+horizon, for early prediction) and `converged` (true when validation loss had stopped falling:
+Fig. 1b's view).
+
+Every law is fitted with the reference estimator (paper App. E: least squares on Q) and, beside it,
+the log-error alternative; the report adds the alternative where the two disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from sweeps.laws.fit import FitNotConvergedError
-from sweeps.laws.fits import fit_joint, fit_saturating
+from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.result import LawFit
+from sweeps.report.frontier import frontier_mask
+from sweeps.report.task_laws import (
+    TASK_SCORE_PREFIX,
+    TaskLaw,
+    fit_task_laws,
+    task_score_columns,
+)
 
-TASK_SCORE_PREFIX = "score/"
+__all__ = ["TASK_SCORE_PREFIX", "StudyFits", "fit_study_laws", "task_score_columns", "usable_trials"]
+
 # Q(X) needs this many distinct X values (not just points: seeds of one X do not identify a law).
 MIN_DISTINCT_SCALES = 4
+CONVERGED_VIEW = "Q(R) converged"  # paper Fig. 1b: converged checkpoints only
 
 # name -> (column, human label)
 SATURATING_LAWS = {
@@ -32,10 +46,15 @@ SATURATING_LAWS = {
 
 @dataclass(frozen=True, kw_only=True)
 class StudyFits:
-    fits: dict[str, LawFit]  # law name -> fit
+    fits: dict[str, LawFit]  # law name -> reference fit (paper App. E)
     skipped: dict[str, str]  # law name -> why it was not fitted
     n_trials_used: int
     n_trials_failed: int
+    alternatives: dict[str, LawFit] = field(default_factory=dict)  # law name -> log-error fit
+    # Per usable trial (usable_trials' order): on the Q(C) efficiency frontier; None without flops.
+    q_c_frontier: np.ndarray | None = None
+    task_laws: dict[str, TaskLaw] = field(default_factory=dict)
+    task_skipped: dict[str, str] = field(default_factory=dict)
 
 
 def usable_trials(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -44,6 +63,11 @@ def usable_trials(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     if "status" in table.columns:
         ok &= table["status"].fillna("ok").eq("ok")
     return table[ok].reset_index(drop=True), int((~ok).sum())
+
+
+def converged_rows(trials: pd.DataFrame) -> pd.Series:
+    """The `converged` column as booleans (MLflow hands back text: "True", "1", "1.0")."""
+    return trials["converged"].map(lambda v: str(v).strip().lower() in {"true", "1", "1.0", "yes"})
 
 
 def _groups(rows: pd.DataFrame) -> np.ndarray | None:
@@ -58,44 +82,74 @@ def _rows_for(trials: pd.DataFrame, column: str) -> pd.DataFrame:
     return trials[trials[other] == trials[other].max()]
 
 
+def parameters_disagree(reference: LawFit, alternative: LawFit) -> list[str]:
+    """Parameters whose two bootstrap intervals do not overlap (empty without intervals)."""
+    return [
+        name
+        for name in reference.ci.keys() & alternative.ci.keys()
+        if reference.ci[name][1] < alternative.ci[name][0] or alternative.ci[name][1] < reference.ci[name][0]
+    ]
+
+
+def _fit_both(fit_function, *columns, name: str, rows: pd.DataFrame, out: dict, n_bootstrap: int, seed: int) -> None:
+    """Reference fit into out['fits'], log-error alternative into out['alternatives'], or a reason."""
+    kwargs = {"groups": _groups(rows), "n_bootstrap": n_bootstrap, "seed": seed}
+    try:
+        out["fits"][name] = fit_function(*columns, rows["q"], **kwargs)
+    except (ValueError, FitNotConvergedError) as error:
+        out["skipped"][name] = str(error)
+        return
+    try:
+        out["alternatives"][name] = fit_function(*columns, rows["q"], estimator=LOG_ERROR, **kwargs)
+    except (ValueError, FitNotConvergedError):
+        pass  # the alternative is a cross-check: its failure does not hide the reference fit
+
+
+def _saturating_rows(trials: pd.DataFrame, name: str, column: str, frontier: np.ndarray | None) -> pd.DataFrame:
+    if name == "Q(C)" and frontier is not None:
+        return trials[frontier]  # Eq. 6 describes the frontier (Sec. IV-E), not every run
+    if name == CONVERGED_VIEW:
+        return trials[converged_rows(trials)]
+    return _rows_for(trials, column)
+
+
 def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0) -> StudyFits:
     """Fit every law the table's variation supports; record why the others were skipped."""
     trials, n_failed = usable_trials(table)
-    fits: dict[str, LawFit] = {}
-    skipped: dict[str, str] = {}
-    for name, (column, label) in SATURATING_LAWS.items():
+    out: dict[str, dict] = {"fits": {}, "alternatives": {}, "skipped": {}}
+    frontier = frontier_mask(trials["flops"], trials["q"]) if "flops" in trials.columns else None
+    laws = dict(SATURATING_LAWS)
+    if "converged" in trials.columns:
+        laws[CONVERGED_VIEW] = ("rankme", "RankMe R of converged checkpoints")
+    else:
+        out["skipped"][CONVERGED_VIEW] = (
+            "the trial table has no `converged` column (pretraining did not report convergence), "
+            "so Fig. 1b's converged-only view cannot be drawn"
+        )
+    for name, (column, label) in laws.items():
         if column not in trials.columns:
-            skipped[name] = f"the trial table has no {column} column"
+            out["skipped"][name] = f"the trial table has no {column} column"
             continue
-        rows = _rows_for(trials, column)
+        rows = _saturating_rows(trials, name, column, frontier)
         n_distinct = rows[column].nunique()
         if n_distinct < MIN_DISTINCT_SCALES:
-            skipped[name] = f"only {n_distinct} distinct {label} value(s); need >= {MIN_DISTINCT_SCALES}"
+            where = " on the compute frontier" if name == "Q(C)" else ""
+            out["skipped"][name] = f"only {n_distinct} distinct {label} value(s){where}; need >= {MIN_DISTINCT_SCALES}"
             continue
-        try:
-            fits[name] = fit_saturating(
-                rows[column], rows["q"], groups=_groups(rows), n_bootstrap=n_bootstrap, seed=seed
-            )
-        except (ValueError, FitNotConvergedError) as error:
-            skipped[name] = str(error)
+        _fit_both(fit_saturating, rows[column], name=name, rows=rows, out=out, n_bootstrap=n_bootstrap, seed=seed)
     if {"n_params", "hours"} <= set(trials.columns) and min(
         trials["n_params"].nunique(), trials["hours"].nunique()
     ) >= 2:
-        try:
-            fits["Q(N,D)"] = fit_joint(
-                trials["n_params"],
-                trials["hours"],
-                trials["q"],
-                groups=_groups(trials),
-                n_bootstrap=n_bootstrap,
-                seed=seed,
-            )
-        except (ValueError, FitNotConvergedError) as error:
-            skipped["Q(N,D)"] = str(error)
+        _fit_both(
+            fit_joint, trials["n_params"], trials["hours"], name="Q(N,D)", rows=trials, out=out,
+            n_bootstrap=n_bootstrap, seed=seed,
+        )  # fmt: skip
     else:
-        skipped["Q(N,D)"] = "needs at least 2 values of both n_params and hours (a size x data_volume grid)"
-    return StudyFits(fits=fits, skipped=skipped, n_trials_used=len(trials), n_trials_failed=n_failed)
-
-
-def task_score_columns(table: pd.DataFrame) -> list[str]:
-    return [c for c in table.columns if c.startswith(TASK_SCORE_PREFIX)]
+        out["skipped"]["Q(N,D)"] = "needs at least 2 values of both n_params and hours (a size x data_volume grid)"
+    task_laws, task_skipped = fit_task_laws(
+        trials, min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
+    )
+    return StudyFits(
+        fits=out["fits"], skipped=out["skipped"], n_trials_used=len(trials), n_trials_failed=n_failed,
+        alternatives=out["alternatives"], q_c_frontier=frontier, task_laws=task_laws, task_skipped=task_skipped,
+    )  # fmt: skip

@@ -11,9 +11,18 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
-from sweeps.report.early_prediction import pearson_early_prediction, simulate_rankme_early_stop
-from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
+from sweeps.report.early_prediction import (
+    early_prediction_markdown,
+    simulate_rankme_early_stop,
+)
+from sweeps.report.fits import (
+    StudyFits,
+    parameters_disagree,
+    task_score_columns,
+    usable_trials,
+)
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.task_laws import task_laws_markdown
 from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
@@ -21,15 +30,20 @@ from sweeps.study.early_stop_rule import (
     replay_decision_point,
 )
 
-
 # How the laws were fitted and checked, in words; sweeps.laws.fits and sweeps.report.q_trend are the code.
 METHOD = (
-    "Laws are fitted on the error 1 - Q in log space (log-sum-exp form), Q_inf bounded to [best observed Q, 1], "
-    "exponents to (0, 2], from a grid of starts with L-BFGS-B at tight tolerances on a rescaled objective; a fit is "
-    "accepted only with a near-zero gradient and at least two starts agreeing. Intervals: percentile bootstrap "
-    "resampling whole configurations (all seeds together). Extrapolation error: refit without the largest scale "
-    "and predict it (mean absolute error in Q). Q(R) trend check (sweeps.report.q_trend): no trend when every trial's "
-    "95% interval of Q shares a common value, RankMe spans under 5%, or the fit's R² is at most 0."
+    "Reference estimator (the study's own, paper App. E): least squares on Q itself, Q_inf in [0, 1], every other "
+    "parameter > 0 (no cap on exponents, no floor at the best observed Q), R² of Eq. 8 on Q; minimised from a grid of "
+    "starts with L-BFGS-B at tight tolerances on a rescaled objective, accepted only with a near-zero projected "
+    "gradient and at least two starts agreeing. Q(N,D) is the error form of Eq. 7 (Q rises to Q_inf; Eq. 7 read "
+    "literally with positive parameters would make Q fall as N and D grow). Alternative (log_error): least squares "
+    "on log(1 - Q), Q_inf bounded to [best observed Q, 1], exponents to (0, 2]; shown where a parameter's 95% "
+    "intervals of the two estimators do not overlap. Q(C) is fitted to the compute-efficiency frontier only (Sec. "
+    "IV-E, Fig. 5a): the runs whose Q is the best reached at or below their compute. Intervals: percentile "
+    "bootstrap resampling whole configurations (all seeds together); for Q(C) the frontier points are resampled, "
+    "the frontier is not re-picked. Extrapolation error: refit without the largest scale and predict it (mean "
+    "absolute error in Q). Q(R) trend check (sweeps.report.q_trend): no trend when every trial's 95% interval of Q "
+    "shares a common value, RankMe spans under 5%, or the fit's R² is at most 0."
 )
 
 
@@ -85,13 +99,13 @@ def fit_table_markdown(study: StudyFits) -> str:
 
 
 def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
-    """One plain sentence per law, flagging a Q_inf that sits on one of its bounds."""
+    """One plain sentence per law, flagging a Q_inf at its bound 1 or at/below the best observed Q."""
     q_inf = fit.params["q_inf"]
     interval = f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else ""
     if q_inf >= 1.0 - 1e-9:
         saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
     elif q_inf <= trials["q"].max() + 1e-9:
-        saturation = f"has saturated: Q_inf = {q_inf:.3f} sits at the best observed Q (its lower bound)"
+        saturation = f"has saturated: Q_inf = {q_inf:.3f}{interval} is at or below the best observed Q"
     else:
         saturation = f"approaches Q_inf = {q_inf:.3f}{interval}"
     if np.isfinite(fit.extrapolation_error):
@@ -100,6 +114,32 @@ def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
     else:
         extrapolation = f"Extrapolation error {extrapolation_cell(fit)}."
     return f"- {name}: quality {saturation}; exponent {fit.params['alpha']:.3f}. {extrapolation}"
+
+
+def alternative_fits_markdown(study: StudyFits) -> list[str]:
+    """The log-error fit beside the reference, for the laws where their 95% intervals part."""
+    lines = []
+    for name, reference in study.fits.items():
+        alternative = study.alternatives.get(name)
+        disagreeing = parameters_disagree(reference, alternative) if alternative is not None else []
+        if disagreeing:
+            one = StudyFits(fits={f"{name} (log_error)": alternative}, skipped={}, n_trials_used=0, n_trials_failed=0)
+            lines += [
+                "", (f"{name}: the log-error alternative's 95% intervals do not overlap the reference's for "
+                     f"{', '.join(sorted(disagreeing))}:"), "", fit_table_markdown(one),
+            ]  # fmt: skip
+    if study.alternatives and not lines:
+        lines = ["", "The log-error alternative's 95% intervals overlap the reference's for every law and parameter."]
+    return lines
+
+
+def frontier_sentence(trials: pd.DataFrame, study: StudyFits) -> list[str]:
+    """Which trials form Q(C)'s compute-efficiency frontier (the points Eq. 6 is fitted to)."""
+    if study.q_c_frontier is None:
+        return []
+    names = _row_names(trials)
+    on = [names[i] for i in np.flatnonzero(study.q_c_frontier)]
+    return [f"- Q(C) frontier (Sec. IV-E, Fig. 5a): {len(on)} of {len(names)} trial rows: {', '.join(on)}."]
 
 
 def q_of_r_section(table: pd.DataFrame, study: StudyFits) -> list[str]:
@@ -176,15 +216,6 @@ def early_stop_section(table: pd.DataFrame, *, keep_fraction: float, check_fract
     return lines
 
 
-def _early_prediction_section(trials: pd.DataFrame) -> list[str]:
-    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"])
-    lines = ["", "## Does early RankMe predict final quality?", "", "| step | Pearson r | trials |", "|---|---|---|"]
-    for row in correlations.itertuples():
-        r = f"{row.pearson_r:.3f}" if np.isfinite(row.pearson_r) else row.note
-        lines.append(f"| {row.step} | {r} | {row.n_trials} |")
-    return lines
-
-
 def _score_cell(values: pd.Series, statistic: str) -> str:
     finite = values[np.isfinite(values.astype(float))]
     return f"{finite.agg(statistic):.4f}" if len(finite) else "none: no trial has a finite score"
@@ -232,14 +263,17 @@ def study_markdown(
         sections.append(fit_table_markdown(study))
         sections.append("")
         sections += [_law_sentence(name, fit, trials) for name, fit in study.fits.items()]
+        sections += frontier_sentence(trials, study)
+        sections += alternative_fits_markdown(study)
     else:
         sections.append("No law could be fitted.")
     for name, reason in study.skipped.items():
         sections.append(f"- {name} not fitted: {reason}.")
     if "rankme_by_step" in trials.columns and len(trials):
-        sections += _early_prediction_section(trials)
+        sections += early_prediction_markdown(trials)
         sections += early_stop_section(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
     sections += _task_scores_section(trials)
+    sections += task_laws_markdown(study.task_laws, study.task_skipped)
     sections += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figure_names]
     sections += ["", "## Method", "", METHOD]
     return "\n".join(sections) + "\n"

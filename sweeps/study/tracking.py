@@ -5,6 +5,11 @@ Child-run convention (what `log_trial_result` writes and `trial_table_from_runs`
 - metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
   of the final checkpoint at the evaluation's fixed N), `q` (final quality), `q_ci_low` /
   `q_ci_high` (its 95% interval over probe seeds, when there are two or more), `score/<task>`
+- optional, written by pretraining when it knows them: param `train_steps` (the planned horizon:
+  early prediction compares trials at fractions of it) and param, metric or tag `converged` (true
+  when validation loss had stopped falling: Fig. 1b's converged-only Q(R))
+- metric `on_q_c_frontier` (1 or 0), written by the study analysis: the trial is on Q(C)'s
+  compute-efficiency frontier (paper Sec. IV-E), the points Eq. 6 is fitted to
 - tag `audioscale.trial_status`: "ok", "failed" (with `audioscale.trial_error`) or "stopped_early"
   (the RankMe early-stop scheduler stopped it at `audioscale.stopped_at_step`; no Q, not refitted,
   not re-run on resume; its `rankme` history up to the stop is kept)
@@ -23,7 +28,13 @@ import pandas as pd
 
 from pipeline import tracking
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
+from sweeps.report.fits import (
+    TASK_SCORE_PREFIX,
+    StudyFits,
+    fit_study_laws,
+    parameters_disagree,
+    usable_trials,
+)
 from sweeps.report.markdown import (
     extrapolation_cell,
     fit_table_markdown,
@@ -31,6 +42,7 @@ from sweeps.report.markdown import (
     study_markdown,
 )
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.task_laws import task_law_metrics
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 
 STUDY_EXPERIMENT = "audioscale-studies"
@@ -41,7 +53,10 @@ Q_TREND_TAG = "audioscale.q_trend"  # on the study run: the Q(R) trend verdict i
 STATUS_OK = "ok"
 STATUS_STOPPED_EARLY = "stopped_early"
 DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
-NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio")
+NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio", "train_steps")
+Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # on the study run: the trials Eq. 6 is fitted to
+ON_FRONTIER_METRIC = "on_q_c_frontier"  # on each trial's run: 1 on Q(C)'s frontier, else 0
+CONVERGED_KEY = "converged"
 TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
 
 
@@ -125,8 +140,24 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row["status"] = tags.get(STATUS_TAG, "failed" if run["status"] == "FAILED" else "unfinished")
         row["stopped_at_step"] = float(tags.get(STOPPED_AT_STEP_TAG, np.nan))
         row["run_id"] = run["run_id"]
+        converged = _converged_flag(params, metrics, tags)
+        if converged is not None:
+            row[CONVERGED_KEY] = converged
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if CONVERGED_KEY in table.columns:  # rows of runs that never said stay unconverged, not NaN
+        table[CONVERGED_KEY] = table[CONVERGED_KEY].fillna(False).astype(bool)
+    return table
+
+
+def _converged_flag(params: dict, metrics: dict, tags: dict) -> bool | None:
+    """The run's `converged` flag from a metric, param or tag; None when it has none."""
+    if metrics.get(CONVERGED_KEY):
+        return bool(metrics[CONVERGED_KEY][-1][1])
+    for source in (params, tags):
+        if CONVERGED_KEY in source:
+            return str(source[CONVERGED_KEY]).strip().lower() in {"true", "1", "1.0", "yes"}
+    return None
 
 
 def metric_key(law_name: str) -> str:
@@ -143,12 +174,40 @@ def _law_metrics(study: StudyFits) -> tuple[dict[str, float], dict[str, str]]:
         metrics.update({f"{prefix}.{key}_ci_low": low for key, (low, _) in fit.ci.items()})
         metrics.update({f"{prefix}.{key}_ci_high": high for key, (_, high) in fit.ci.items()})
         metrics.update({f"{prefix}.r2": fit.r2, f"{prefix}.extrapolation_error": fit.extrapolation_error})
+        if name in study.alternatives:
+            alternative = study.alternatives[name]
+            metrics.update({f"{prefix}.log_error.{key}": value for key, value in alternative.params.items()})
+            metrics[f"{prefix}.log_error.r2"] = alternative.r2
     reasons = {key: "not finite" for key, value in metrics.items() if not np.isfinite(value)}
     for name, fit in study.fits.items():
         key = f"law.{metric_key(name)}.extrapolation_error"
         if key in reasons:
             reasons[key] = extrapolation_cell(fit)
     return {key: value for key, value in metrics.items() if key not in reasons}, reasons
+
+
+def _disagreement_tags(study: StudyFits) -> dict[str, str]:
+    """`law.<key>.log_error_disagrees`: parameters whose 95% intervals of the two estimators part."""
+    tags = {}
+    for name, fit in study.fits.items():
+        if name in study.alternatives:
+            disagreeing = parameters_disagree(fit, study.alternatives[name])
+            tags[f"law.{metric_key(name)}.log_error_disagrees"] = ", ".join(sorted(disagreeing)) or "none"
+    return tags
+
+
+def _log_frontier(run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits) -> dict[str, str]:
+    """Mark each usable trial's run on or off Q(C)'s frontier; the study run's tag lists those on it."""
+    if study.q_c_frontier is None:
+        return {}
+    trials, _ = usable_trials(table)
+    names = trials["trial"].astype(str) if "trial" in trials.columns else trials.index.astype(str)
+    if "run_id" in trials.columns:
+        for run_id, on in zip(trials["run_id"], study.q_c_frontier):
+            if isinstance(run_id, str) and run_id:
+                tracking.attach_run(run.tracking_uri, run_id).log_metrics({ON_FRONTIER_METRIC: float(on)}, step=0)
+    on_frontier = [name for name, on in zip(names, study.q_c_frontier) if on]
+    return {Q_C_FRONTIER_TAG: ", ".join(on_frontier)[:5000]}
 
 
 def log_study_analysis(
@@ -178,6 +237,11 @@ def log_study_analysis(
     if replay is not None:
         metrics["early_stop_replay.steps_saved_fraction"] = replay.steps_saved_fraction
         metrics["early_stop_replay.best_kept"] = float(replay.best_kept)
+    task_metrics, task_tags = task_law_metrics(study.task_laws)
+    metrics.update(task_metrics)
+    tags.update(task_tags)
+    tags.update(_disagreement_tags(study))
+    tags.update(_log_frontier(run, table, study))
     if metrics:
         run.log_metrics(metrics, step=0)
     if tags:

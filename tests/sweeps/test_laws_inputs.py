@@ -45,6 +45,8 @@ def test_mismatched_lengths_are_rejected():
 
 
 def test_early_prediction_hand_example():
+    # Without train_steps each trial's largest logged step is its horizon and is never correlated
+    # (Table III pairs early RankMe with the final Q, never the final step with itself).
     histories = [
         {100: 1.0, 200: 40.0},
         {100: 2.0, 200: 30.0},
@@ -53,11 +55,11 @@ def test_early_prediction_hand_example():
     ]
     final_q = [0.1, 0.2, 0.3, 0.5]
     table = pearson_early_prediction(histories, final_q)
-    # By hand at step 100: x = 1..4, y = 1, 2, 3, 5 (x0.1): r = 6.5 / sqrt(5 * 8.75).
-    assert list(table["step"]) == [100, 200]  # step 300 has a single trial: no correlation
-    assert table["pearson_r"].iloc[0] == pytest.approx(6.5 / np.sqrt(5 * 8.75))
-    assert table["pearson_r"].iloc[1] < -0.9
-    assert list(table["n_trials"]) == [4, 4]
+    # Fraction 0.5 (step 100 of 200) in trials 1, 2, 4: x = 1, 2, 4; y = 1, 2, 5 (x0.1);
+    # r = (57/9) / sqrt((42/9) (78/9)). Trial 3 (horizon 300) has fractions 1/3 and 2/3 alone.
+    assert list(table["fraction"]) == [0.5]
+    assert table["pearson_r"].iloc[0] == pytest.approx(57 / np.sqrt(42 * 78))
+    assert list(table["n_trials"]) == [3] and table["steps"].iloc[0] == "100"
 
 
 def test_simulated_early_stop_counts_saved_steps_and_best_survival():

@@ -89,7 +89,13 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
     assert "# Scaling study `size_x_data`" in markdown
     assert "| Q(N,D) |" in markdown and re.search(r"alpha_n 0\.(29|30|31)", markdown)
     assert "1 failed or unscored row(s) were left out" in markdown
-    assert "| 200 | " in markdown  # early-prediction row at step 200
+    # Early prediction by fraction of the horizon: step 100 of 200; step 200 is the final checkpoint
+    # and is never correlated with itself (paper Table III), so it has no row.
+    assert "| 0.5000 | 100 | " in markdown and "| 1.0000 |" not in markdown
+    assert "| 50k | 0.0714 | 0.636 |" in markdown  # the paper's Table III beside ours
+    assert "- Q(R) converged not fitted: the trial table has no `converged` column" in markdown
+    assert "- Q(C) frontier (Sec. IV-E, Fig. 5a): " in markdown
+    assert "## Per-task Q(R) laws (paper Sec. IV-H)" in markdown and "| esc50 | " in markdown
     # 40 trial rows: the default rule keeps ceil(0.4 x 40) = 16 at step 100 (the decision step of 200).
     assert "RankMe early stopping, replayed on the finished trials" in markdown and "| 100 | 16 |" in markdown
     assert "keep the top 40% by RankMe (16 of 40" in markdown

@@ -12,6 +12,8 @@ import pytest
 from pipeline import tracking
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.study.tracking import (
+    ON_FRONTIER_METRIC,
+    Q_C_FRONTIER_TAG,
     STUDY_EXPERIMENT,
     TrialResult,
     log_trial_result,
@@ -86,6 +88,22 @@ def test_refit_logs_laws_figures_and_report_to_the_study_run(study_store):
     assert metrics[f"law.{metric_key('Q(R)')}.alpha"][-1][1] == pytest.approx(0.8, abs=0.2)
     assert metrics["q_trend_detectable"][-1][1] == 1.0  # Q 0.53-0.63, each trial known to +-0.01
     assert "## Q(R): quality against RankMe" in markdown and "A trend of Q is detectable" in markdown
+    # Sec. IV-H: the esc50 score's own Q(R) law, its parameters as metrics and its class as a tag.
+    logged = tracking.read_run(tracking_uri, parent_run_id)
+    assert "task_law/esc50/q_inf" in metrics
+    assert logged["tags"]["task_law/esc50/class"] in {"saturating", "still rising"}
+
+
+def test_refit_marks_the_q_c_frontier_on_the_trial_runs(study_store):
+    tracking_uri, parent_run_id = study_store
+    refit_study("masks", tracking_uri=tracking_uri, n_bootstrap=0)
+    children = tracking.list_child_runs(tracking_uri, parent_run_id)
+    ok = [c for c in children if c["params"].get("mask_ratio")]
+    flags = {c["params"]["trial"]: c["metrics"][ON_FRONTIER_METRIC][-1][1] for c in ok}
+    # Every trial used the same compute (1e12 FLOPs): only the best Q is on the frontier.
+    best = max(ok, key=lambda c: c["metrics"]["q"][-1][1])["params"]["trial"]
+    assert flags == {name: float(name == best) for name in flags}
+    assert tracking.read_run(tracking_uri, parent_run_id)["tags"][Q_C_FRONTIER_TAG] == best
 
 
 def test_refit_of_an_unknown_study_names_it(study_store):

@@ -1,0 +1,123 @@
+"""Per-task Q(R) laws (paper Sec. IV-H, Fig. 8): which HEAR tasks saturate, which still rise.
+
+The paper fits Eq. 3 to each of its 16 tasks and finds the parameters differ by task: some reach
+a ceiling Q_inf < 1, others rise towards Q_inf = 1. Each `score/<task>` column is fitted against
+RankMe with the reference estimator (paper App. E), and the task is classed
+
+- "saturating" when Q_inf < 1 and the upper end of its 95% bootstrap interval is below 1;
+- "still rising" when that interval reaches 1 (the data cannot exclude a law without ceiling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sweeps.laws.fit import FitNotConvergedError
+from sweeps.laws.fits import fit_saturating
+from sweeps.laws.result import LawFit
+
+TASK_SCORE_PREFIX = "score/"
+SATURATING = "saturating"
+STILL_RISING = "still rising"
+# The reference fit reaches Q_inf = 1 as 1 - e^-30 (its log-error floor); anything this close is 1.
+Q_INF_ONE_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskLaw:
+    task: str
+    fit: LawFit
+    classification: str  # SATURATING or STILL_RISING
+    basis: str  # what the class rests on: the interval, or the point estimate when there is none
+
+
+def classify(fit: LawFit) -> tuple[str, str]:
+    """(class, basis): by the upper end of Q_inf's interval, or by Q_inf alone without one."""
+    if "q_inf" in fit.ci:
+        high = fit.ci["q_inf"][1]
+        reaches_one = high >= 1.0 - Q_INF_ONE_TOLERANCE
+        basis = f"{100 * fit.ci_level:.0f}% interval upper end {high:.4f}"
+    else:
+        reaches_one = fit.params["q_inf"] >= 1.0 - Q_INF_ONE_TOLERANCE
+        basis = "Q_inf alone: no bootstrap interval"
+    return (STILL_RISING if reaches_one else SATURATING), basis
+
+
+def task_score_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c.startswith(TASK_SCORE_PREFIX)]
+
+
+def fit_task_laws(
+    trials: pd.DataFrame, *, min_distinct: int, n_bootstrap: int, seed: int = 0
+) -> tuple[dict[str, TaskLaw], dict[str, str]]:
+    """Q(R) per `score/<task>` column of the usable trials; (laws by task, why a task was not fitted)."""
+    laws: dict[str, TaskLaw] = {}
+    skipped: dict[str, str] = {}
+    if "rankme" not in trials.columns:
+        return laws, {column.removeprefix(TASK_SCORE_PREFIX): "the trial table has no rankme column"
+                      for column in task_score_columns(trials)}  # fmt: skip
+    for column in task_score_columns(trials):
+        task = column.removeprefix(TASK_SCORE_PREFIX)
+        scores = pd.to_numeric(trials[column], errors="coerce")
+        rows = trials[np.isfinite(scores) & np.isfinite(pd.to_numeric(trials["rankme"], errors="coerce"))]
+        if rows["rankme"].nunique() < min_distinct:
+            skipped[task] = f"only {rows['rankme'].nunique()} distinct RankMe value(s) with a score; need >= {min_distinct}"
+            continue
+        groups = rows["configuration"].to_numpy() if "configuration" in rows.columns else None
+        try:
+            fit = fit_saturating(
+                rows["rankme"], rows[column].astype(float), groups=groups, n_bootstrap=n_bootstrap, seed=seed
+            )
+        except (ValueError, FitNotConvergedError) as error:
+            skipped[task] = str(error)
+            continue
+        classification, basis = classify(fit)
+        laws[task] = TaskLaw(task=task, fit=fit, classification=classification, basis=basis)
+    return laws, skipped
+
+
+def _interval(fit: LawFit, name: str) -> str:
+    return f" [{fit.ci[name][0]:.3f}, {fit.ci[name][1]:.3f}]" if name in fit.ci else " [no interval]"
+
+
+def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> list[str]:
+    """The Sec. IV-H table: task, Q_inf [CI], R_C, alpha, R^2, class."""
+    if not laws and not skipped:
+        return []
+    lines = [
+        "",
+        "## Per-task Q(R) laws (paper Sec. IV-H)",
+        "",
+        (
+            "Eq. 3 fitted to each task's score against RankMe (reference estimator). A task is *saturating* "
+            "when the 95% interval of Q_inf ends below 1, *still rising* when it reaches 1."
+        ),
+        "",
+        "| task | Q_inf [95% CI] | R_C | alpha | R² | class |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task, law in laws.items():
+        fit = law.fit
+        lines.append(
+            f"| {task} | {fit.params['q_inf']:.3f}{_interval(fit, 'q_inf')} | {fit.params['x_c']:.4g} | "
+            f"{fit.params['alpha']:.3f} | {fit.r2:.3f} | {law.classification} ({law.basis}) |"
+        )
+    lines += [f"- {task} not fitted: {reason}." for task, reason in skipped.items()]
+    return lines
+
+
+def task_law_metrics(laws: dict[str, TaskLaw]) -> tuple[dict[str, float], dict[str, str]]:
+    """Metrics `task_law/<task>/<param>` (with `_ci_low`/`_ci_high`, `r2`) and tags `task_law/<task>/class`."""
+    metrics: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    for task, law in laws.items():
+        prefix = f"task_law/{task}"
+        metrics.update({f"{prefix}/{key}": value for key, value in law.fit.params.items()})
+        metrics.update({f"{prefix}/{key}_ci_low": low for key, (low, _) in law.fit.ci.items()})
+        metrics.update({f"{prefix}/{key}_ci_high": high for key, (_, high) in law.fit.ci.items()})
+        metrics[f"{prefix}/r2"] = law.fit.r2
+        tags[f"{prefix}/class"] = law.classification
+    return {key: value for key, value in metrics.items() if np.isfinite(value)}, tags

@@ -1,0 +1,71 @@
+"""Per-task Q(R) laws (paper Sec. IV-H): a task with a ceiling is saturating, one without still rising."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.report.figures import plot_rankme_views
+from sweeps.report.fits import CONVERGED_VIEW, fit_study_laws
+from sweeps.report.task_laws import (
+    SATURATING,
+    STILL_RISING,
+    fit_task_laws,
+    task_law_metrics,
+    task_laws_markdown,
+)
+
+CEILING = {"q_inf": 0.70, "x_c": 10.0, "alpha": 0.6}  # saturates at 0.7
+NO_CEILING = {"q_inf": 1.00, "x_c": 10.0, "alpha": 0.3}  # rises towards 1
+
+
+def _table() -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    rankme = np.repeat(np.geomspace(20.0, 600.0, 8), 2)
+    law = SaturatingLaw()
+    return pd.DataFrame({
+        "trial": [f"r{r:.0f}" for r in rankme], "rankme": rankme,
+        "q": law.predict(CEILING, rankme) + rng.normal(0, 0.003, rankme.size),
+        "score/ceiling": law.predict(CEILING, rankme) + rng.normal(0, 0.003, rankme.size),
+        "score/no_ceiling": law.predict(NO_CEILING, rankme) + rng.normal(0, 0.003, rankme.size),
+        "status": "ok", "converged": rankme > 50.0,
+    })  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def laws():
+    return fit_task_laws(_table(), min_distinct=4, n_bootstrap=60)
+
+
+def test_tasks_are_classed_by_the_upper_end_of_q_inf_interval(laws):
+    task_laws, skipped = laws
+    assert skipped == {}
+    ceiling, no_ceiling = task_laws["ceiling"], task_laws["no_ceiling"]
+    assert ceiling.classification == SATURATING
+    assert ceiling.fit.params["q_inf"] == pytest.approx(0.70, abs=0.01)
+    assert ceiling.fit.ci["q_inf"][1] < 1.0
+    assert no_ceiling.classification == STILL_RISING
+    assert no_ceiling.fit.ci["q_inf"][1] >= 1.0 - 1e-6
+
+
+def test_task_laws_become_a_table_metrics_and_class_tags(laws):
+    task_laws, skipped = laws
+    lines = "\n".join(task_laws_markdown(task_laws, skipped))
+    assert "| task | Q_inf [95% CI] | R_C | alpha | R² | class |" in lines
+    assert "| ceiling | 0.70" in lines and "still rising" in lines
+    metrics, tags = task_law_metrics(task_laws)
+    assert metrics["task_law/ceiling/q_inf"] == pytest.approx(0.70, abs=0.01)
+    assert {"task_law/ceiling/q_inf_ci_high", "task_law/no_ceiling/r2", "task_law/ceiling/x_c"} <= set(metrics)
+    assert tags == {"task_law/ceiling/class": SATURATING, "task_law/no_ceiling/class": STILL_RISING}
+
+
+def test_converged_column_adds_fig_1b_view():
+    table = _table()
+    study = fit_study_laws(table, n_bootstrap=0)
+    assert {"Q(R)", CONVERGED_VIEW} <= set(study.fits)
+    assert study.fits[CONVERGED_VIEW].n_points == int(table["converged"].sum())
+    figure = plot_rankme_views(table, study)
+    assert [ax.get_title() for ax in figure.axes] == ["(a) all checkpoints", "(b) converged checkpoints"]
+    assert CONVERGED_VIEW not in fit_study_laws(table.drop(columns="converged"), n_bootstrap=0).fits
