@@ -97,14 +97,16 @@ def test_parsing_each_flag_sets_its_field():
         elif hints[field.name] is bool:
             extra, expected = [], True
         else:
-            value_type = next(t for t in (int, float, str) if t in (hints[field.name], *typing.get_args(hints[field.name])))
+            allowed = (hints[field.name], *typing.get_args(hints[field.name]))  # `int | None` allows int
+            value_type = next(t for t in (int, float, str) if t in allowed)
             extra, expected = [SAMPLE_TEXT[value_type]], value_type(SAMPLE_TEXT[value_type])
         config = config_from_args(build_parser().parse_args([name, *extra]))
         assert getattr(config, field.name) == expected != getattr(PretrainConfig(), field.name), name
 
 
 def test_crop_and_mask_ratio_given_as_overrides_land_in_their_fields():
-    config = config_from_args(build_parser().parse_args(["--override", "crop_frames=100", "--override", "mask_ratio=0.6"]))
+    argv = ["--override", "crop_frames=100", "--override", "mask_ratio=0.6"]
+    config = config_from_args(build_parser().parse_args(argv))
     assert (config.crop_frames, config.mask_ratio, config.model_overrides) == (100, 0.6, {})
     with pytest.raises(ValueError, match="--mask-ratio 0.5 and --override mask_ratio=0.6 disagree"):
         PretrainConfig(mask_ratio=0.5, model_overrides={"mask_ratio": 0.6})
