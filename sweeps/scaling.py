@@ -13,16 +13,16 @@ child run per trial, and ends with the fitted laws, figures and a report logged 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from pipeline import tracking
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
+from sweeps.study.config import StudyConfig
 from sweeps.study.driver import run_study
 from sweeps.study.early_stop_rule import (
-    DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
-    DEFAULT_MIN_SAMPLES,
     decision_step_for,
     n_trials_kept,
     planned_steps_saved_fraction,
@@ -43,20 +43,21 @@ def default_grid_saving() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    d = {field.name: field.default for field in dataclasses.fields(StudyConfig)}  # StudyConfig's defaults
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--grid", required=True, help=f"one of {sorted(GRIDS)}, or several comma-separated")
     parser.add_argument(
-        "--profile", choices=PROFILES, default="cpu_default", help="grid values (default: %(default)s)"
+        "--profile", choices=PROFILES, default=d["profile"], help="grid values (default: %(default)s)"
     )
     parser.add_argument("--study", default=None, help="study name (default: <grid>-<profile>)")
     parser.add_argument(
         "--resume", action="store_true", help="continue a study: finished trials are not re-run"
     )
-    parser.add_argument("--gpus-per-trial", type=float, default=0.0)
+    parser.add_argument("--gpus-per-trial", type=float, default=d["gpus_per_trial"])
     parser.add_argument(
-        "--cpus-per-trial", type=float, default=0.5, help="for the trial driver process itself"
+        "--cpus-per-trial", type=float, default=d["cpus_per_trial"], help="for the trial driver process itself"
     )
     parser.add_argument(
         "--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)"
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
-    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
+    parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
     parser.add_argument(
         "--rankme-early-stop",
         action="store_true",
@@ -79,41 +80,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-fraction",
         type=float,
-        default=DEFAULT_KEEP_FRACTION,
+        default=d["early_stop_keep_fraction"],
         help="share of trials kept at the decision step, rounded up (default: %(default)s)",
     )
     parser.add_argument(
         "--check-fraction",
         type=float,
-        default=DEFAULT_CHECK_FRACTION,
+        default=d["early_stop_check_fraction"],
         help="decide at the first RankMe step at or after this share of a trial's steps (default: %(default)s)",
     )
-    parser.add_argument("--min-samples", type=int, default=DEFAULT_MIN_SAMPLES)
+    parser.add_argument("--min-samples", type=int, default=d["early_stop_min_samples"])
     return parser
+
+
+def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
+    return StudyConfig(
+        grid=args.grid,
+        profile=args.profile,
+        study_name=args.study,
+        resume=args.resume,
+        tracking_uri=args.tracking_uri,
+        storage_path=args.storage_path,
+        corpus_dir=args.corpus,
+        tasks_dir=args.tasks,
+        gpus_per_trial=args.gpus_per_trial,
+        cpus_per_trial=args.cpus_per_trial,
+        max_concurrent=args.max_concurrent,
+        address=args.address,
+        n_bootstrap=args.n_bootstrap,
+        rankme_early_stop=args.rankme_early_stop,
+        early_stop_keep_fraction=args.keep_fraction,
+        early_stop_check_fraction=args.check_fraction,
+        early_stop_min_samples=args.min_samples,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        outcome = run_study(
-            grid=args.grid,
-            profile=args.profile,
-            study_name=args.study,
-            resume=args.resume,
-            tracking_uri=args.tracking_uri,
-            storage_path=args.storage_path,
-            corpus_dir=args.corpus,
-            tasks_dir=args.tasks,
-            gpus_per_trial=args.gpus_per_trial,
-            cpus_per_trial=args.cpus_per_trial,
-            max_concurrent=args.max_concurrent,
-            address=args.address,
-            n_bootstrap=args.n_bootstrap,
-            rankme_early_stop=args.rankme_early_stop,
-            early_stop_keep_fraction=args.keep_fraction,
-            early_stop_check_fraction=args.check_fraction,
-            early_stop_min_samples=args.min_samples,
-        )
+        outcome = run_study(study_config_from_args(args))
     except (ValueError, MissingPackagesError, OutputDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,8 +1,10 @@
-"""`PretrainConfig`: every knob of one pretraining run, with units in the names.
+"""`PretrainConfig`: every knob of one pretraining run, with units in the names and its flag.
 
-The CLI builds it at the edge; Ray hands it to each worker as a plain dict (`to_dict`), turned back
-into the dataclass in one line (`PretrainConfig(**config_dict)`). `resolved()` fills the defaults
-that depend on the machine or the clock once, on the driver, so every worker sees the same values.
+Each field is declared once, with its `python -m pipeline.pretrain` flag, default and help
+(`pipeline.pretrain.flags`). The CLI builds the config at the edge; Ray hands it to each worker as
+a plain dict (`to_dict`), turned back into the dataclass in one line (`PretrainConfig(**config_dict)`).
+`resolved()` fills the defaults that depend on the model, the machine or the clock once, on the
+driver, so every worker reads the same crop length, mask ratio, paths and sizes.
 """
 
 from __future__ import annotations
@@ -14,90 +16,150 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import paths
+from pipeline.pretrain.flags import field_flag, filled_by_program, flag, parse_override
+from pipeline.pretrain.model_facts import ModelFacts, describe_model
+
+# Model config fields that are knobs of the run: given as `--override`, they move to their own field.
+RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+
+
+def _placement_from_spread(spread: bool) -> str:
+    return "SPREAD" if spread else "PACK"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig:
     # What to train, on what.
-    model_name: str = "audiomae++-debug"
-    model_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
-    mask_ratio: float | None = None  # None: the model's own (0.8 AudioMAE++, 0.75 MAE)
-    shards_dir: str | None = None  # None: the default corpus's shards for the model's front end
-    # Held-out shards for RankMe over training; None: a fixed sample of training crops.
-    rankme_shards_dir: str | None = None
+    model_name: str = flag("--model", "audiomae++-debug", "model name; `python -m models --list` shows them")
+    model_overrides: dict[str, Any] = flag(
+        "--override", None,
+        'model config field, value parsed as JSON when it can be (repeatable), e.g. decoder="cross"',
+        default_factory=dict, action="append", parse_text=parse_override, to_field=dict, metavar="KEY=VALUE",
+    )  # fmt: skip
+    # None: the model's own (0.8 AudioMAE++, 0.75 MAE); `resolved()` fills it in.
+    mask_ratio: float | None = flag(
+        "--mask-ratio", None, "fraction of patches removed, in (0, 1) (default: the model's)"
+    )
+    # None: the model's own (2 s AudioMAE++, 10 s MAE); `resolved()` fills it in.
+    crop_frames: int | None = flag(
+        "--crop-frames", None,
+        "training crop in 10 ms mel frames, a multiple of the model's patch (default: the model's)",
+    )
+    shards_dir: str | None = flag(
+        "--shards", None,
+        "shard directory or URI from pipeline.prep.run (default: {shards_root}/<model's front-end preset>)",
+    )
+    rankme_shards_dir: str | None = flag(
+        "--rankme-shards", None, "held-out shards for RankMe (default: a fixed sample of training crops)"
+    )
 
     # How long and how big. global = micro x workers x accumulation steps.
-    steps: int = 300
-    global_batch_size: int = 32
-    micro_batch_size: int | None = None  # per worker per forward pass; None: no accumulation
+    steps: int = flag("--steps", 300, "optimizer steps in total (a resumed run continues up to this)")
+    global_batch_size: int = flag("--batch-size", 32, "global batch size (crops per optimizer step)")
+    micro_batch_size: int | None = flag(
+        "--micro-batch-size", None, "crops per worker per forward pass; smaller than batch/workers means gradient "
+        "accumulation (default: batch/workers, no accumulation)",
+    )  # fmt: skip
 
     # Optimisation (pipeline.pretrain.optim): peak lr = base_lr x global_batch / 256 x model.lr_scale.
-    base_lr: float = 1.5e-4
-    weight_decay: float = 0.05
-    warmup_steps: int | None = None  # None: 10% of steps, as AudioMAE++'s 10 of 100 epochs
-    min_lr_ratio: float = 0.0
-    grad_clip_norm: float = 1.0
-    seed: int = 0
+    base_lr: float = flag("--lr", 1.5e-4, "base lr; peak lr = lr x batch / 256 x model lr_scale")
+    weight_decay: float = flag("--weight-decay", 0.05, "AdamW weight decay")
+    # None: 10% of steps, as AudioMAE++'s 10 of 100 epochs.
+    warmup_steps: int | None = flag("--warmup-steps", None, "linear warmup steps (default: 10%% of --steps)")
+    min_lr_ratio: float = flag("--min-lr-ratio", 0.0, "cosine floor as a fraction of the peak lr")
+    grad_clip_norm: float = flag("--grad-clip-norm", 1.0, "gradients are clipped to this total norm")
+    seed: int = flag("--seed", 0, "seed of the initial weights, the masking and the crop order")
 
     # Where it runs.
-    num_workers: int = 1  # data-parallel Ray Train workers
-    use_gpu: bool = False
-    cpus_per_worker: float | None = None  # None: share the CPUs of the cluster (at least 1)
-    placement_strategy: str = "PACK"  # "SPREAD" puts workers on different nodes
-    compile_model: bool = False
-    ray_address: str | None = None  # None: RAY_ADDRESS, a running Ray, or a new local one
+    num_workers: int = flag("--num-workers", 1, "data-parallel Ray Train workers")
+    use_gpu: bool = flag("--use-gpu", False, "one GPU per worker, NCCL, bf16 autocast")
+    cpus_per_worker: float | None = flag(
+        "--cpus-per-worker", None, "default: the cluster's CPUs shared out, one left to the data pipeline"
+    )
+    placement_strategy: str = flag(
+        "--spread", "PACK", "place workers on different nodes (placement strategy SPREAD)",
+        action="store_true", to_field=_placement_from_spread,
+    )  # fmt: skip
+    compile_model: bool = flag("--compile", False, "torch.compile the model")
+    ray_address: str | None = flag(
+        "--address", None, "Ray address; auto = the `ray start` cluster here (default: $RAY_ADDRESS or a new local Ray)"
+    )
 
     # Where it is recorded.
-    run_name: str | None = None  # same name again = resume; None: "<model>-<UTC time>"
-    storage_path: str | None = None  # Ray run storage (shared FS, s3:// or gs:// on clusters)
-    tracking_uri: str | None = None  # MLflow; None: $MLFLOW_TRACKING_URI or the local SQLite file
-    experiment_name: str = "pretrain"
-    parent_run_id: str | None = None  # an MLflow study run this run belongs to (sweeps)
-    # Filled by the driver, not by users: the run's MLflow id and the shards' fingerprint.
-    mlflow_run_id: str | None = None
-    shard_fingerprint: str | None = None
+    run_name: str | None = flag("--run-name", None, "same name again resumes that run (default: <model>-<UTC time>)")
+    storage_path: str | None = flag(
+        "--storage-path", None, "Ray run storage; shared (NFS, s3://, gs://) on clusters (default: {ray_storage})"
+    )
+    tracking_uri: str | None = flag(
+        "--tracking-uri", None, "MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {tracking_uri})"
+    )
+    experiment_name: str = flag("--experiment", "pretrain", "MLflow experiment name")
+    parent_run_id: str | None = filled_by_program()  # an MLflow study run this run belongs to (sweeps)
+    # Filled by the driver: the run's MLflow id and the shards' fingerprint.
+    mlflow_run_id: str | None = filled_by_program()
+    shard_fingerprint: str | None = filled_by_program()
 
     # How often.
-    log_every_steps: int = 10
-    checkpoint_every_steps: int = 100
-    rankme_every_steps: int = 100  # 0 disables RankMe
-    rankme_num_clips: int = 256
-    num_checkpoints_to_keep: int = 2
-    max_failures: int = 3
-    shuffle_buffer_crops: int = 256  # per-worker local shuffle of the streamed crops
+    log_every_steps: int = flag("--log-every", 10, "steps between metric logs")
+    checkpoint_every_steps: int = flag("--checkpoint-every", 100, "steps between checkpoints")
+    rankme_every_steps: int = flag("--rankme-every", 100, "steps between RankMe measurements (0: off)")
+    rankme_num_clips: int = flag("--rankme-clips", 256, "crops RankMe is measured on")
+    num_checkpoints_to_keep: int = flag("--keep-checkpoints", 2, "checkpoints kept in storage, the latest ones")
+    max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
+    shuffle_buffer_crops: int = flag(
+        "--shuffle-buffer-crops", 256, "per-worker local shuffle of the streamed crops (0: off)"
+    )
 
     def __post_init__(self) -> None:
-        positive = {
-            "steps": self.steps,
-            "global_batch_size": self.global_batch_size,
-            "log_every_steps": self.log_every_steps,
-            "checkpoint_every_steps": self.checkpoint_every_steps,
-            "rankme_num_clips": self.rankme_num_clips,
-            "num_checkpoints_to_keep": self.num_checkpoints_to_keep,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if self.num_workers < 1:
-            # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
-            raise ValueError(f"num_workers must be at least 1, got {self.num_workers}")
-        if self.max_failures < 0 or self.rankme_every_steps < 0:
-            raise ValueError("max_failures and rankme_every_steps must be >= 0")
-        if self.base_lr <= 0 or self.weight_decay < 0 or self.grad_clip_norm <= 0:
-            raise ValueError(
-                f"need base_lr > 0, weight_decay >= 0, grad_clip_norm > 0; got {self.base_lr}, "
-                f"{self.weight_decay}, {self.grad_clip_norm}"
-            )
-        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
-        if self.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
-            raise ValueError(f"placement_strategy {self.placement_strategy!r} is not a Ray placement strategy")
+        self._move_run_level_overrides()
+        self._check_ranges()
         per_step = self.num_workers * self.effective_micro_batch_size
         if self.global_batch_size % per_step:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size "
-                f"{self.effective_micro_batch_size} x {self.num_workers} workers; pick sizes that divide"
+                f"{self.effective_micro_batch_size} x {self.num_workers} workers; pick --batch-size, "
+                "--micro-batch-size and --num-workers that divide"
             )
+
+    def _move_run_level_overrides(self) -> None:
+        """`--override mask_ratio=...` becomes the mask_ratio field: each value has one home."""
+        overrides = dict(self.model_overrides)
+        for name in RUN_LEVEL_MODEL_FIELDS:
+            if name not in overrides:
+                continue
+            value = overrides.pop(name)
+            if getattr(self, name) not in (None, value):
+                raise ValueError(
+                    f"{_flag(name)} {getattr(self, name)} and --override {name}={value} disagree; "
+                    f"give only {_flag(name)}"
+                )
+            object.__setattr__(self, name, value)  # frozen: still being constructed
+        object.__setattr__(self, "model_overrides", overrides)
+
+    def _check_ranges(self) -> None:
+        """Every range a user can get wrong, checked once here; the message names the flag to change."""
+        at_least = {
+            "steps": 1, "global_batch_size": 1, "log_every_steps": 1, "checkpoint_every_steps": 1,
+            "rankme_num_clips": 1, "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
+            "shuffle_buffer_crops": 0,
+            # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
+            "num_workers": 1,
+        }  # fmt: skip
+        for name, lowest in at_least.items():
+            if getattr(self, name) < lowest:
+                raise ValueError(f"{name} must be at least {lowest} ({_flag(name)}), got {getattr(self, name)}")
+        if self.crop_frames is not None and self.crop_frames < 1:
+            raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
+        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
+            raise ValueError(f"{_flag('mask_ratio')} must be in (0, 1) (a fraction of patches), got {self.mask_ratio}")
+        if self.base_lr <= 0 or self.weight_decay < 0 or self.grad_clip_norm <= 0:
+            raise ValueError(
+                f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm > 0; got {self.base_lr}, "
+                f"{self.weight_decay}, {self.grad_clip_norm}"
+            )
+        if self.placement_strategy not in PLACEMENT_STRATEGIES:
+            raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
 
     @property
     def effective_micro_batch_size(self) -> int:
@@ -112,36 +174,34 @@ class PretrainConfig:
         return self.warmup_steps if self.warmup_steps is not None else math.ceil(0.1 * self.steps)
 
     def model_build_overrides(self) -> dict[str, Any]:
-        """`models.build_model` keyword arguments: the overrides plus the mask ratio if set."""
-        overrides = dict(self.model_overrides)
-        if self.mask_ratio is not None:
-            overrides["mask_ratio"] = self.mask_ratio
-        return overrides
+        """`models.build_model` keyword arguments: the overrides plus the crop and mask ratio if set."""
+        run_level = {name: getattr(self, name) for name in RUN_LEVEL_MODEL_FIELDS if getattr(self, name) is not None}
+        return {**self.model_overrides, **run_level}
 
-    def default_shards_dir(self) -> Path:
-        """Where `pipeline.defaults` puts the default corpus's shards for this model's front end."""
-        import torch
+    def describe_model(self) -> ModelFacts:
+        """The model's spec, sizes and FLOPs from a build without weights."""
+        return describe_model(self.model_name, self.model_build_overrides())
 
-        import models
+    def resolved(self, *, cluster_cpus: float | None = None, model: ModelFacts | None = None) -> PretrainConfig:
+        """Fill the defaults that depend on the model, the clock, the filesystem or the cluster size.
+
+        `model`: this config's `describe_model()` when the caller already has it (a study trial)."""
         from pipeline.defaults import shards_dir_for
-
-        with torch.device("meta"):  # only the spec is needed: allocate no weights
-            preset = models.build_model(self.model_name, **self.model_build_overrides()).spec.frontend_preset
-        return shards_dir_for(preset_name=preset, max_hours=None)
-
-    def resolved(self, *, cluster_cpus: float | None = None) -> PretrainConfig:
-        """Fill the defaults that depend on the clock, the filesystem or the cluster size."""
         from pipeline.tracking import resolve_tracking_uri
 
+        model = model or self.describe_model()
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         cpus = self.cpus_per_worker
         if cpus is None:
             # Leave one CPU to the data pipeline and the driver; never less than one per worker.
             spare = (cluster_cpus or 2.0) - 1.0
             cpus = float(max(1, math.floor(spare / self.num_workers)))
+        default_shards = shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
         return dataclasses.replace(
             self,
-            shards_dir=str(self.shards_dir or self.default_shards_dir()),
+            crop_frames=model.spec.crop_frames,
+            mask_ratio=model.spec.mask_ratio,
+            shards_dir=str(self.shards_dir or default_shards),
             run_name=self.run_name or f"{self.model_name}-{stamp}",
             storage_path=_absolute_storage_path(self.storage_path),
             tracking_uri=resolve_tracking_uri(self.tracking_uri),
@@ -152,6 +212,10 @@ class PretrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _flag(field_name: str) -> str:
+    return field_flag(PretrainConfig, field_name).name
 
 
 def _absolute_storage_path(storage_path: str | None) -> str:

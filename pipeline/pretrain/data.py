@@ -44,8 +44,8 @@ def epochs_per_pass(config: PretrainConfig, num_rows: int) -> int:
     return max(1, min(MAX_EPOCHS_PER_PASS, math.ceil(needed_crops / max(1, num_rows))))
 
 
-def build_training_dataset(config: PretrainConfig, *, crop_frames: int):
-    """Ray Dataset of training crops ("mel": float32 (crop_frames, n_mels)), streamed.
+def build_training_dataset(config: PretrainConfig):
+    """Ray Dataset of training crops ("mel": float32 (crop_frames, n_mels)) of a resolved config, streamed.
 
     Each epoch reads the part files in its own seeded order; the workers' local shuffle buffer
     mixes rows within that. No block-order shuffle: it is an all-to-all barrier that read and
@@ -55,20 +55,20 @@ def build_training_dataset(config: PretrainConfig, *, crop_frames: int):
     manifest = read_manifest(config.shards_dir)
     return crop_dataset(
         config.shards_dir,
-        crop_frames=crop_frames,
+        crop_frames=config.crop_frames,
         seed=config.seed,
         file_order_seed=config.seed,
         epochs=epochs_per_pass(config, int(manifest["num_rows"])),
     )
 
 
-def load_rankme_crops(config: PretrainConfig, *, crop_frames: int) -> torch.Tensor:
-    """A fixed set of up to `rankme_num_clips` crops, float32 (clips, crop_frames, n_mels)."""
+def load_rankme_crops(config: PretrainConfig) -> torch.Tensor:
+    """A fixed set of up to `rankme_num_clips` crops of a resolved config, float32 (clips, crop_frames, n_mels)."""
     source = config.rankme_shards_dir or config.shards_dir
     # Read in this process: a Ray Data job for a few hundred crops cost ~14 s per run to start.
-    crops = read_crops(source, crop_frames=crop_frames, seed=RANKME_SEED, limit=config.rankme_num_clips)
+    crops = read_crops(source, crop_frames=config.crop_frames, seed=RANKME_SEED, limit=config.rankme_num_clips)
     if not len(crops):
-        raise ValueError(f"no crops of {crop_frames} frames in {source} for RankMe")
+        raise ValueError(f"no crops of {config.crop_frames} frames in {source} for RankMe")
     return torch.from_numpy(crops)
 
 

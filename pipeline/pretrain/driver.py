@@ -22,16 +22,15 @@ from typing import Any
 
 import ray
 import safetensors.torch
-import torch
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-import models
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
+from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.ray_session import connect_ray
 from pipeline.shards.format import read_manifest
 from pipeline.tracking import (
@@ -61,37 +60,26 @@ class PretrainResult:
     total_parameters: int
 
 
-def describe_model(config: PretrainConfig) -> tuple[Any, dict[str, Any]]:
-    """(spec, MLflow parameters of the model) without allocating weights (built on the meta device)."""
-    with torch.device("meta"):
-        model = models.build_model(config.model_name, **config.model_build_overrides())
-    return model.spec, {
-        "encoder_parameters": models.count_parameters(model.encoder),
-        "total_parameters": models.count_parameters(model),
-        "training_flops_per_sample": model.training_flops_per_sample(),
-        "crop_frames": model.spec.crop_frames,
-        "effective_mask_ratio": model.spec.mask_ratio,
-        "lr_scale": float(getattr(model, "lr_scale", 1.0)),
-    }
-
-
-def run_pretraining(config: PretrainConfig, *, run_callbacks: Sequence[Any] = ()) -> PretrainResult:
+def run_pretraining(
+    config: PretrainConfig, *, model: ModelFacts | None = None, run_callbacks: Sequence[Any] = ()
+) -> PretrainResult:
     """Pretrain one model on Ray Train; raises NonFiniteLossError or ray.train.TrainingFailedError.
 
-    `run_callbacks` go into the trainer's RunConfig (e.g. Tune's TuneReportCallback in a study trial)."""
+    `model`: `config.describe_model()` when the caller already has it (a study trial), so the model
+    is described once. `run_callbacks` go into the trainer's RunConfig (e.g. Tune's
+    TuneReportCallback in a study trial)."""
     started_ray = connect_ray(config.ray_address)
     try:
-        return _run_on_ray(config, run_callbacks)
+        return _run_on_ray(config, model or config.describe_model(), run_callbacks)
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> PretrainResult:
-    config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"))
-    spec, model_params = describe_model(config)
+def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequence[Any]) -> PretrainResult:
+    config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
     manifest = read_manifest(config.shards_dir)
-    check_shards_match_model(config.shards_dir, manifest, spec)
+    check_shards_match_model(config.shards_dir, manifest, model.spec)
     config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,
@@ -107,14 +95,24 @@ def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Pretrai
             "shard_total_hours": manifest["total_hours"],
             "shard_num_rows": manifest["num_rows"],
             "accumulation_steps": config.accumulation_steps,
-            **model_params,
+            **model.mlflow_params(),
         }
     )
     run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
-    trainer = TorchTrainer(
+    try:
+        result = build_trainer(config, run_callbacks).fit()
+    except Exception:
+        run.finish("FAILED")
+        raise
+    return _finish_run(run, result, config=config, model=model)
+
+
+def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> TorchTrainer:
+    """The TorchTrainer of a resolved config: workers, resources, storage, retries, checkpoints."""
+    return TorchTrainer(
         train_loop,
         train_loop_config=config.to_dict(),
-        datasets={"train": build_training_dataset(config, crop_frames=spec.crop_frames)},
+        datasets={"train": build_training_dataset(config)},
         scaling_config=ScalingConfig(
             num_workers=config.num_workers,
             use_gpu=config.use_gpu,
@@ -132,11 +130,10 @@ def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Pretrai
             },
         ),
     )
-    try:
-        result = trainer.fit()
-    except Exception:
-        run.finish("FAILED")
-        raise
+
+
+def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model: ModelFacts) -> PretrainResult:
+    """Close the MLflow run from Ray Train's result: FAILED with a clear error, or the final checkpoint."""
     bad_step = run.tags().get(NON_FINITE_TAG)
     if bad_step:
         run.set_tags({"failure": f"non-finite loss at step {bad_step}"})
@@ -163,8 +160,8 @@ def _run_on_ray(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Pretrai
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get("rankme", [])).items()),
-        encoder_parameters=model_params["encoder_parameters"],
-        total_parameters=model_params["total_parameters"],
+        encoder_parameters=model.encoder_parameters,
+        total_parameters=model.total_parameters,
     )
 
 

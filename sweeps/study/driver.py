@@ -28,17 +28,12 @@ from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
 from pipeline.ray_session import connect_ray
 from sweeps.report.fits import StudyFits
+from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext, child_run_name
 from sweeps.study.early_stop import (
     EarlyStopSummary,
     RankMeEarlyStopScheduler,
     summarize_study_table,
-)
-from sweeps.study.early_stop_rule import (
-    DEFAULT_CHECK_FRACTION,
-    DEFAULT_KEEP_FRACTION,
-    DEFAULT_MIN_SAMPLES,
-    validate_rule,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
 from sweeps.study.tracking import (
@@ -55,7 +50,7 @@ from sweeps.study.tracking import (
 )
 from sweeps.study.trial import prepare_study_shards
 
-REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
+__all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,119 +96,23 @@ def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
     return {run["params"].get("trial") for run in runs if run["tags"].get(STATUS_TAG) in DONE_STATUSES}
 
 
-def run_study(
-    *,
-    grid: str,
-    profile: str = "cpu_default",
-    study_name: str | None = None,
-    resume: bool = False,
-    tracking_uri: str | None = None,
-    storage_path: str | None = None,
-    corpus_dir: str | None = None,
-    shards_root: str | None = None,
-    tasks_dir: str | None = None,
-    gpus_per_trial: float = 0.0,
-    cpus_per_trial: float = 0.5,
-    max_concurrent: int | None = None,
-    address: str | None = None,
-    runner: str = REAL_TRIAL_RUNNER,
-    prepare_shards: bool = True,
-    n_bootstrap: int = 200,
-    rankme_early_stop: bool = False,
-    early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION,
-    early_stop_check_fraction: float = DEFAULT_CHECK_FRACTION,
-    early_stop_min_samples: int = DEFAULT_MIN_SAMPLES,
-) -> StudyOutcome:
-    """Run (or resume) a study over `grid`, then fit and log its laws."""
-    # Checked before any trial runs: the report replays the rule even without the live scheduler.
-    validate_rule(keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction)
-    scheduler = (
-        RankMeEarlyStopScheduler(
-            keep_fraction=early_stop_keep_fraction,
-            check_fraction=early_stop_check_fraction,
-            min_samples=early_stop_min_samples,
-        )
-        if rankme_early_stop
-        else None
-    )
-    trials = expand_grids(grid, profile=profile)
-    study_name = study_name or f"{grid.replace(',', '+')}-{profile}"
-    uri = tracking.resolve_tracking_uri(tracking_uri)
-    existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
-    if existing is not None and not resume:
-        raise ValueError(
-            f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
-            "or --study NEW_NAME to start another"
-        )
-    parent = tracking.start_or_resume_run(
-        tracking_uri=uri,
-        experiment_name=STUDY_EXPERIMENT,
-        run_name=study_name,
-        tags={"audioscale.grid": grid, "audioscale.profile": profile},
-    )
-    parent.log_params({"grid": grid, "profile": profile, "n_trials": len(trials)})
-    finished = _finished_trials(uri, parent.run_id)
+def run_study(config: StudyConfig) -> StudyOutcome:
+    """Run (or resume) a study over `config.grid`, then fit and log its laws."""
+    trials = expand_grids(config.grid, profile=config.profile)
+    parent, context = _open_study(config, n_trials=len(trials))
+    finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
-    context = StudyContext(
-        study_name=study_name,
-        parent_run_id=parent.run_id,
-        tracking_uri=uri,
-        storage_path=str(storage_path or paths.default_ray_storage_dir()),
-        corpus_dir=str(corpus_dir or paths.default_corpus_dir()),
-        shards_root=str(shards_root or paths.default_shards_dir()),
-        tasks_dir=str(tasks_dir or paths.default_tasks_dir()),
-        gpus_per_trial=gpus_per_trial,
-        rankme_early_stop=rankme_early_stop,
-        # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
-        quick_probe=profile == "cpu_default",
-        eval_seeds=2 if profile == "cpu_default" else 3,
-    )
-    failed: list[str] = []
-    if remaining:
-        started_ray = connect_ray(address)
-        cluster_cpus = ray.cluster_resources().get("CPU", 2)
-        if max_concurrent is None:
-            # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
-            max_concurrent = max(1, int(cluster_cpus // 2))
-        # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
-        context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
-        try:
-            if prepare_shards:
-                # The embedded defaults: build the default corpus / tasks the user did not replace.
-                build_default_inputs(corpus=corpus_dir is None, tasks=tasks_dir is None)
-                prepare_study_shards(
-                    remaining, corpus_dir=context.corpus_dir, shards_root=context.shards_root
-                )
-            failed = _fan_out(
-                remaining, context, runner, cpus_per_trial, gpus_per_trial, max_concurrent, scheduler
-            )
-            if scheduler is not None:
-                _record_stopped_trials(scheduler, remaining, context)
-        finally:
-            if started_ray:
-                ray.shutdown()
-    table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
-    early_stop = None
-    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
-    if not table.empty and (rankme_early_stop or stopped_before):
-        early_stop = summarize_study_table(
-            table,
-            {t.name: t.train_steps for t in trials},
-            keep_fraction=early_stop_keep_fraction,
-            check_fraction=early_stop_check_fraction,
-        )
-        parent.log_metrics(
-            {"early_stop.steps_saved_fraction": early_stop.steps_saved_fraction,
-             "early_stop.best_changed": float(early_stop.best_changed)}, step=0,
-        )  # fmt: skip
+    failed = _run_trials(config, remaining, context) if remaining else []
+    table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
+    early_stop = _summarize_early_stop(config, parent, table, trials)
     fits, markdown = log_study_analysis(
-        parent, study_name, table, n_bootstrap=n_bootstrap,
-        keep_fraction=early_stop_keep_fraction, check_fraction=early_stop_check_fraction,
+        parent, context.study_name, table, n_bootstrap=config.n_bootstrap,
+        keep_fraction=config.early_stop_keep_fraction, check_fraction=config.early_stop_check_fraction,
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
     parent.finish()
     return StudyOutcome(
-        study_name=study_name,
+        study_name=context.study_name,
         parent_run_id=parent.run_id,
         trials_run=[t.name for t in remaining],
         trials_skipped=sorted(finished & {t.name for t in trials}),
@@ -225,22 +124,108 @@ def run_study(
     )
 
 
+def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.TrackedRun, StudyContext]:
+    """Start (or, with resume, reopen) the study's parent run; the context its trials share."""
+    study_name = config.resolved_study_name
+    uri = tracking.resolve_tracking_uri(config.tracking_uri)
+    existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
+    if existing is not None and not config.resume:
+        raise ValueError(
+            f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
+            "or --study NEW_NAME to start another"
+        )
+    parent = tracking.start_or_resume_run(
+        tracking_uri=uri,
+        experiment_name=STUDY_EXPERIMENT,
+        run_name=study_name,
+        tags={"audioscale.grid": config.grid, "audioscale.profile": config.profile},
+    )
+    parent.log_params({"grid": config.grid, "profile": config.profile, "n_trials": n_trials})
+    context = StudyContext(
+        study_name=study_name,
+        parent_run_id=parent.run_id,
+        tracking_uri=uri,
+        storage_path=str(config.storage_path or paths.default_ray_storage_dir()),
+        corpus_dir=str(config.corpus_dir or paths.default_corpus_dir()),
+        shards_root=str(config.shards_root or paths.default_shards_dir()),
+        tasks_dir=str(config.tasks_dir or paths.default_tasks_dir()),
+        gpus_per_trial=config.gpus_per_trial,
+        rankme_early_stop=config.rankme_early_stop,
+        # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
+        quick_probe=config.profile == "cpu_default",
+        eval_seeds=2 if config.profile == "cpu_default" else 3,
+    )
+    return parent, context
+
+
+def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyContext) -> list[str]:
+    """Build the inputs the trials need, run them on Ray Tune; return the names of those that failed."""
+    scheduler = (
+        RankMeEarlyStopScheduler(
+            keep_fraction=config.early_stop_keep_fraction,
+            check_fraction=config.early_stop_check_fraction,
+            min_samples=config.early_stop_min_samples,
+        )
+        if config.rankme_early_stop
+        else None
+    )
+    started_ray = connect_ray(config.address)
+    cluster_cpus = ray.cluster_resources().get("CPU", 2)
+    max_concurrent = config.max_concurrent
+    if max_concurrent is None:
+        # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
+        max_concurrent = max(1, int(cluster_cpus // 2))
+    # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
+    context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
+    try:
+        if config.prepare_shards:
+            # The embedded defaults: build the default corpus / tasks the user did not replace.
+            build_default_inputs(corpus=config.corpus_dir is None, tasks=config.tasks_dir is None)
+            prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
+        failed = _fan_out(trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler)
+        if scheduler is not None:
+            _record_stopped_trials(scheduler, trials, context)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return failed
+
+
+def _summarize_early_stop(
+    config: StudyConfig, parent: tracking.TrackedRun, table: pd.DataFrame, trials: list[TrialSpec]
+) -> EarlyStopSummary | None:
+    """What RankMe early stopping saved, when it ran now or stopped trials in an earlier attempt."""
+    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
+    if table.empty or not (config.rankme_early_stop or stopped_before):
+        return None
+    early_stop = summarize_study_table(
+        table,
+        {t.name: t.train_steps for t in trials},
+        keep_fraction=config.early_stop_keep_fraction,
+        check_fraction=config.early_stop_check_fraction,
+    )
+    parent.log_metrics(
+        {"early_stop.steps_saved_fraction": early_stop.steps_saved_fraction,
+         "early_stop.best_changed": float(early_stop.best_changed)}, step=0,
+    )  # fmt: skip
+    return early_stop
+
+
 def _fan_out(
     trials: list[TrialSpec],
     context: StudyContext,
-    runner: str,
-    cpus_per_trial: float,
-    gpus_per_trial: float,
-    max_concurrent: int | None,
-    scheduler: RankMeEarlyStopScheduler | None = None,
+    config: StudyConfig,
+    *,
+    max_concurrent: int,
+    scheduler: RankMeEarlyStopScheduler | None,
 ) -> list[str]:
     """Run the trials on Tune; return the names of those that failed."""
     tuner = tune.Tuner(
-        tune.with_resources(study_trainable, {"cpu": cpus_per_trial, "gpu": gpus_per_trial}),
+        tune.with_resources(study_trainable, {"cpu": config.cpus_per_trial, "gpu": config.gpus_per_trial}),
         param_space={
             "trial": tune.grid_search([dataclasses.asdict(t) for t in trials]),
             "context": dataclasses.asdict(context),
-            "runner": runner,
+            "runner": config.runner,
         },
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
@@ -278,8 +263,8 @@ def _record_stopped_trials(
             continue
         spec = specs[name]
         identity = {"trial": name, "model_name": spec.model_name, "arch": spec.arch, "configuration": name}
-        if "mask_ratio" in spec.model_overrides:
-            identity["mask_ratio"] = spec.model_overrides["mask_ratio"]
+        if spec.mask_ratio is not None:
+            identity["mask_ratio"] = spec.mask_ratio
         mark_trial_stopped_early(
             run,
             identity=identity,

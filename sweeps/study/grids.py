@@ -23,6 +23,7 @@ class GridPoint:
     model_name: str | None = None
     arch: str | None = None
     model_overrides: dict[str, Any] = field(default_factory=dict)
+    mask_ratio: float | None = None  # pretraining's --mask-ratio
     max_hours: float | None = None  # prep's --max-hours: a seeded, nested subset
     train_steps: int | None = None
     coordinate: Any = None  # the value on this grid's axis, logged with the trial
@@ -33,7 +34,8 @@ class TrialSpec:
     name: str
     model_name: str
     arch: str
-    model_overrides: dict[str, Any]
+    model_overrides: dict[str, Any]  # model config fields other than the run's mask ratio
+    mask_ratio: float | None  # None: the model's own; checked by PretrainConfig (--mask-ratio)
     max_hours: float | None  # None: the whole shard set
     train_steps: int
     coordinates: dict[str, Any]  # grid name -> coordinate
@@ -75,7 +77,7 @@ def _mask_ratio_points(profile: str) -> list[GridPoint]:
     ratios = (
         [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
     )
-    return [GridPoint(label=f"mask{r:.2f}", model_overrides={"mask_ratio": r}, coordinate=r) for r in ratios]
+    return [GridPoint(label=f"mask{r:.2f}", mask_ratio=r, coordinate=r) for r in ratios]
 
 
 def _size_points(profile: str) -> list[GridPoint]:
@@ -172,11 +174,13 @@ def parse_grid_names(text: str) -> list[str]:
 
 def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> TrialSpec:
     overrides: dict[str, Any] = {}
-    model_name, arch, max_hours, train_steps = base.model_name, base.arch, None, base.train_steps
+    model_name, arch, train_steps = base.model_name, base.arch, base.train_steps
+    mask_ratio, max_hours = None, None
     for point in points:
         overrides.update(point.model_overrides)
         model_name = point.model_name or model_name
         arch = point.arch or arch
+        mask_ratio = point.mask_ratio if point.mask_ratio is not None else mask_ratio
         max_hours = point.max_hours if point.max_hours is not None else max_hours
         train_steps = point.train_steps or train_steps
     return TrialSpec(
@@ -184,6 +188,7 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
         model_name=model_name,
         arch=arch,
         model_overrides=overrides,
+        mask_ratio=mask_ratio,
         max_hours=max_hours,
         train_steps=train_steps,
         coordinates={name: point.coordinate for name, point in zip(names, points)},

@@ -3,16 +3,19 @@
 Shards: each front-end preset, and each nested hour subset of the data_volume grid, gets its own
 shard directory `<study shards>/<preset>[-h<hours>]`, built from the corpus by prep before the
 trials start (`prepare_study_shards`, on the driver: concurrent trials must not race to build it).
+
+A trial describes its model once (a weightless build, `PretrainConfig.describe_model`): the front
+end that picks its shards, the parameter count, the FLOPs and the mask ratio it records all come
+from that one description, which pretraining reuses instead of building its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-import torch
 from ray.tune.integration.ray_train import TuneReportCallback
 
-import models
 from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.evaluate.probes.grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig
 from pipeline.evaluate.run import evaluate_checkpoint
@@ -26,14 +29,30 @@ from sweeps.study.grids import TrialSpec
 from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult
 
 
-def _meta_model(spec: TrialSpec) -> torch.nn.Module:
-    """The trial's model without weights (meta device): spec, parameter count and FLOPs only."""
-    with torch.device("meta"):
-        return models.build_model(spec.model_name, **spec.model_overrides)
-
-
 def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
     return shards_dir_for(preset_name=preset, max_hours=max_hours, root=shards_root)
+
+
+def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) -> PretrainConfig:
+    """The trial's pretraining run; without a context, only the model part (enough to describe it)."""
+    model = {"model_name": spec.model_name, "model_overrides": spec.model_overrides, "mask_ratio": spec.mask_ratio}
+    if context is None:
+        return PretrainConfig(**model)
+    return PretrainConfig(
+        **model,
+        steps=spec.train_steps,
+        global_batch_size=context.global_batch_size,
+        use_gpu=context.gpus_per_trial > 0,
+        cpus_per_worker=context.cpus_per_worker,
+        run_name=child_run_name(context.study_name, spec.name),
+        storage_path=context.storage_path,
+        tracking_uri=context.tracking_uri,
+        experiment_name=STUDY_EXPERIMENT,
+        parent_run_id=context.parent_run_id,
+        # Four RankMe points per trial: enough for the early-prediction table.
+        rankme_every_steps=rankme_every_steps_for(spec.train_steps),
+        checkpoint_every_steps=rankme_every_steps_for(spec.train_steps),
+    )
 
 
 def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path]:
@@ -43,7 +62,9 @@ def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_roo
             f"no pretraining corpus at {corpus_dir}; build it with "
             f"`python -m pipeline.corpus pretrain --output {corpus_dir}` or pass --corpus"
         )
-    needed = sorted({(_meta_model(t).spec.frontend_preset, t.max_hours) for t in trials}, key=str)
+    needed = sorted(
+        {(trial_pretrain_config(t).describe_model().spec.frontend_preset, t.max_hours) for t in trials}, key=str
+    )
     return [
         ensure_shards(corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root,
                       show_progress=False)
@@ -53,29 +74,12 @@ def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_roo
 
 def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: TrackedRun) -> TrialResult:
     """Pretrain into the trial's child run (same name: pretraining resumes it), then evaluate."""
-    meta_model = _meta_model(spec)
-    shards_dir = study_shards_dir(context.shards_root, meta_model.spec.frontend_preset, spec.max_hours)
-    overrides = dict(spec.model_overrides)
-    mask_ratio = overrides.pop("mask_ratio", None)
+    config = trial_pretrain_config(spec, context)
+    model = config.describe_model()  # the trial's one build
+    shards_dir = study_shards_dir(context.shards_root, model.spec.frontend_preset, spec.max_hours)
     pretrained = run_pretraining(
-        PretrainConfig(
-            model_name=spec.model_name,
-            model_overrides=overrides,
-            mask_ratio=mask_ratio,
-            shards_dir=str(shards_dir),
-            steps=spec.train_steps,
-            global_batch_size=context.global_batch_size,
-            use_gpu=context.gpus_per_trial > 0,
-            cpus_per_worker=context.cpus_per_worker,
-            run_name=child_run_name(context.study_name, spec.name),
-            storage_path=context.storage_path,
-            tracking_uri=context.tracking_uri,
-            experiment_name=STUDY_EXPERIMENT,
-            parent_run_id=context.parent_run_id,
-            # Four RankMe points per trial: enough for the early-prediction table.
-            rankme_every_steps=rankme_every_steps_for(spec.train_steps),
-            checkpoint_every_steps=rankme_every_steps_for(spec.train_steps),
-        ),
+        dataclasses.replace(config, shards_dir=str(shards_dir)),
+        model=model,
         # The early-stop scheduler sees RankMe as training reports it, through the trial's Tune session.
         run_callbacks=[TuneReportCallback()] if context.rankme_early_stop else (),
     )
@@ -93,10 +97,10 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         trial=spec.name,
         model_name=spec.model_name,
         arch=spec.arch,
-        n_params=pretrained.total_parameters,
+        n_params=model.total_parameters,
         hours=float(read_manifest(shards_dir)["total_hours"]),
-        flops=meta_model.training_flops_per_sample() * samples_seen,
-        mask_ratio=float(meta_model.spec.mask_ratio),
+        flops=model.training_flops_per_sample * samples_seen,
+        mask_ratio=float(model.spec.mask_ratio),
         rankme=evaluation.rankme,
         rankme_by_step=dict(pretrained.rankme_history),
         q=evaluation.q,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import typing
 
 import pytest
 
 from pipeline.pretrain.__main__ import build_parser, config_from_args, parse_override
 from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
 
 
 def test_help_lists_every_issue_option_with_defaults():
@@ -63,3 +66,60 @@ def test_resolved_config_fills_machine_defaults(tmp_path, monkeypatch):
     assert config.warmup_steps == 20 and config.micro_batch_size == 16
     assert config.cpus_per_worker == 4.0  # (9 - 1) CPUs shared by 2 workers
     assert PretrainConfig(**config.to_dict()) == config  # what a Ray worker rebuilds
+
+
+def _cli_fields():
+    fields = dataclasses.fields(PretrainConfig)
+    return [f for f in fields if FLAG_KEY in f.metadata], [f.name for f in fields if FLAG_KEY not in f.metadata]
+
+
+def test_every_config_field_has_a_flag_with_help_unless_the_program_fills_it():
+    flagged, unflagged = _cli_fields()
+    assert sorted(unflagged) == ["mlflow_run_id", "parent_run_id", "shard_fingerprint"]
+    assert all(f.metadata[FILLED_BY_PROGRAM_KEY] for f in dataclasses.fields(PretrainConfig) if f.name in unflagged)
+    options = {action.option_strings[0]: action for action in build_parser()._actions}
+    for field in flagged:
+        action = options[field.metadata[FLAG_KEY].name]
+        assert action.help and len(action.help) > 10, field.name
+
+
+# A value different from the default for every kind of field; the switches and --override are special.
+SAMPLE_TEXT = {int: "4", float: "0.25", str: "x"}  # 4 divides the default batch of 32
+
+
+def test_parsing_each_flag_sets_its_field():
+    hints = typing.get_type_hints(PretrainConfig)
+    special = {"placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"})}
+    for field in _cli_fields()[0]:
+        name = field.metadata[FLAG_KEY].name
+        if field.name in special:
+            extra, expected = special[field.name]
+        elif hints[field.name] is bool:
+            extra, expected = [], True
+        else:
+            allowed = (hints[field.name], *typing.get_args(hints[field.name]))  # `int | None` allows int
+            value_type = next(t for t in (int, float, str) if t in allowed)
+            extra, expected = [SAMPLE_TEXT[value_type]], value_type(SAMPLE_TEXT[value_type])
+        config = config_from_args(build_parser().parse_args([name, *extra]))
+        assert getattr(config, field.name) == expected != getattr(PretrainConfig(), field.name), name
+
+
+def test_crop_and_mask_ratio_given_as_overrides_land_in_their_fields():
+    argv = ["--override", "crop_frames=100", "--override", "mask_ratio=0.6"]
+    config = config_from_args(build_parser().parse_args(argv))
+    assert (config.crop_frames, config.mask_ratio, config.model_overrides) == (100, 0.6, {})
+    with pytest.raises(ValueError, match="--mask-ratio 0.5 and --override mask_ratio=0.6 disagree"):
+        PretrainConfig(mask_ratio=0.5, model_overrides={"mask_ratio": 0.6})
+
+
+@pytest.mark.parametrize("flag, value", [("--mask-ratio", "1.0"), ("--mask-ratio", "0"), ("--crop-frames", "0")])
+def test_out_of_range_crop_or_mask_ratio_names_the_flag(flag, value):
+    with pytest.raises(ValueError, match=f"^{flag} must be"):
+        config_from_args(build_parser().parse_args([flag, value]))
+
+
+def test_resolved_config_carries_the_model_crop_and_mask_ratio(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
+    config = PretrainConfig(model_name="mae-debug").resolved()
+    assert (config.crop_frames, config.mask_ratio) == (200, 0.75)  # mae-debug's own
+    assert PretrainConfig(model_name="mae-debug", crop_frames=100).resolved().describe_model().spec.crop_frames == 100

@@ -43,7 +43,7 @@ def run_curve_trial(spec, context, run) -> TrialResult:
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, final_rankme))
     return TrialResult(
         trial=spec.name, model_name=spec.model_name, arch=spec.arch, n_params=1000, hours=3.0, flops=1e12,
-        mask_ratio=float(spec.model_overrides["mask_ratio"]), rankme=final_rankme, rankme_by_step=history,
+        mask_ratio=float(spec.mask_ratio), rankme=final_rankme, rankme_by_step=history,
         q=q, task_scores={"synthetic": q}, rankme_history_logged=True,
     )  # fmt: skip
 

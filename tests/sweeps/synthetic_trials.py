@@ -31,7 +31,7 @@ def run_synthetic_trial(spec, context, run) -> TrialResult:
         time.sleep(float(hold.read_text()))
         with open(storage / "intervals.txt", "a") as intervals:
             intervals.write(f"{spec.name} {started} {time.time()} {context.eval_workers}\n")
-    ratio = float(spec.model_overrides["mask_ratio"])
+    ratio = float(spec.mask_ratio)
     rankme = 40.0 + 400.0 * ratio**2
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme))
     return TrialResult(

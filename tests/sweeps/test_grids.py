@@ -10,7 +10,7 @@ from sweeps.study.grids import expand_grids, parse_grid_names
 
 
 def test_paper_mask_ratio_grid_is_030_to_095_in_005_steps():
-    ratios = [t.model_overrides["mask_ratio"] for t in expand_grids("mask_ratio", profile="paper")]
+    ratios = [t.mask_ratio for t in expand_grids("mask_ratio", profile="paper")]
     np.testing.assert_allclose(ratios, np.arange(0.30, 0.951, 0.05))
     assert len(ratios) == 14
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import tracking
-from sweeps.study.driver import run_study
+from sweeps.study.driver import StudyConfig, run_study
 from sweeps.study.tracking import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
 from tests.sweeps.synthetic_curves import RANKME_LEVEL
 
@@ -19,7 +19,7 @@ def _study(tmp_path, **changes):
         "storage_path": str(tmp_path / "ray"), "runner": CURVE_RUNNER, "prepare_shards": False, "n_bootstrap": 20,
         "max_concurrent": 1, "rankme_early_stop": True, "early_stop_min_samples": 2,
     }  # fmt: skip
-    return run_study(**{**settings, **changes})
+    return run_study(StudyConfig(**{**settings, **changes}))
 
 
 @pytest.mark.ray

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import tracking
-from sweeps.study.driver import run_study
+from sweeps.study.driver import StudyConfig, run_study
 from sweeps.study.tracking import STATUS_TAG
 
 SYNTHETIC_RUNNER = "tests.sweeps.synthetic_trials:run_synthetic_trial"
@@ -16,7 +16,7 @@ def _study(tmp_path, **changes):
         "grid": "mask_ratio", "study_name": "masks", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
         "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "prepare_shards": False, "n_bootstrap": 20,
     }  # fmt: skip
-    return run_study(**{**settings, **changes})
+    return run_study(StudyConfig(**{**settings, **changes}))
 
 
 @pytest.mark.ray

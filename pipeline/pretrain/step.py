@@ -1,0 +1,79 @@
+"""One optimizer step's gradients on a worker, in plain PyTorch (no Ray): accumulation, DDP sync,
+autocast, clipping, and the cross-rank check for a non-finite loss.
+
+Conventions: one step = `accumulation_steps` micro-batches per worker; DDP all-reduces gradients
+once, on the last micro-batch. The returned loss is the mean over this worker's micro-batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from pipeline.pretrain import debug_hooks
+from pipeline.pretrain.config import PretrainConfig
+
+
+def freeze_parameters_without_gradients(model: nn.Module, *, crop_frames: int, device: torch.device) -> list[str]:
+    """Freeze parameters that one forward/backward pass leaves without a gradient; return their names.
+
+    Some published architectures keep modules they never call (AudioMAE++'s third LayerNorm,
+    kept for the paper's parameter count). DDP would wait for their gradients forever; frozen,
+    they are ignored by DDP and the optimizer, which is what training did to them anyway.
+    """
+    probe = torch.randn(2, crop_frames, model.spec.n_mels, device=device)  # (batch, frames, n_mels)
+    model(probe).loss.backward()
+    unused = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    for name, parameter in model.named_parameters():
+        if name in unused:
+            parameter.requires_grad_(False)
+    model.zero_grad(set_to_none=True)
+    return unused
+
+
+def forward_backward(
+    train_model: nn.Module,
+    micro_batches,
+    *,
+    config: PretrainConfig,
+    step: int,
+    device: torch.device,
+    rank: int,
+    node_id: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of one global batch; returns (mean local loss, gradient norm before clipping)."""
+    accumulation = config.accumulation_steps
+    autocast = (
+        torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    )
+    ddp = getattr(train_model, "_orig_mod", train_model)
+    loss_sum = torch.zeros((), device=device)
+    train_model.train()
+    for index in range(accumulation):
+        mel = next(micro_batches)  # (micro, crop_frames, n_mels)
+        debug_hooks.maybe_record_crops(mel, rank=rank, node_id=node_id)
+        last = index == accumulation - 1
+        # Gradients are all-reduced once per step, on the last micro-batch.
+        sync = contextlib.nullcontext() if last or not hasattr(ddp, "no_sync") else ddp.no_sync()
+        with sync:
+            with autocast:
+                loss = train_model(mel).loss
+            loss = debug_hooks.maybe_poison_loss(loss, step=step)
+            (loss / accumulation).backward()
+        loss_sum += loss.detach().float()
+    grad_norm = torch.nn.utils.clip_grad_norm_(train_model.parameters(), config.grad_clip_norm)
+    return loss_sum / accumulation, grad_norm
+
+
+def reduce_step_outcome(
+    loss: torch.Tensor, grad_norm: torch.Tensor, *, world_size: int, device: torch.device
+) -> tuple[float, bool]:
+    """(loss averaged over ranks, whether any rank saw a non-finite loss or gradient norm)."""
+    non_finite = (~torch.isfinite(loss)) | (~torch.isfinite(grad_norm))
+    outcome = torch.stack([torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0), non_finite.float()]).to(device)
+    if world_size > 1:
+        dist.all_reduce(outcome, op=dist.ReduceOp.SUM)
+    return float(outcome[0]) / world_size, bool(outcome[1] > 0)

@@ -1,0 +1,82 @@
+"""What a worker measures about its own training, in plain PyTorch (no Ray): throughput over a
+window of steps, and RankMe of a fixed held-out sample at its schedule (rank 0 only).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline.rankme import rankme
+
+RANKME_BATCH_CLIPS = 64
+
+
+@torch.no_grad()
+def measure_rankme(model: nn.Module, crops: torch.Tensor, *, device: torch.device) -> float:
+    """RankMe of scene embeddings (frame features averaged over time) of the held-out crops."""
+    was_training = model.training
+    model.eval()
+    scene = []
+    for start in range(0, len(crops), RANKME_BATCH_CLIPS):
+        frames = model.embed(crops[start : start + RANKME_BATCH_CLIPS].to(device))  # (clips, frames, dim)
+        scene.append(frames.float().mean(dim=1).cpu())  # (clips, dim)
+    model.train(was_training)
+    return rankme(torch.cat(scene))
+
+
+class RankMeSchedule:
+    """RankMe of fixed crops every `every_steps` steps and at the last; `latest` is the newest value.
+
+    `crops` None (RankMe off, or not rank 0) measures nothing."""
+
+    def __init__(self, crops: torch.Tensor | None, *, every_steps: int, last_step: int, device: torch.device) -> None:
+        self.crops, self.every_steps, self.last_step, self.device = crops, every_steps, last_step, device
+        self.latest: float | None = None
+
+    def measure_if_due(self, model: nn.Module, step: int) -> float | None:
+        """The new value when `step` is a RankMe step (step 0: before training), else None."""
+        if self.crops is None or not (step == self.last_step or step % self.every_steps == 0):
+            return None
+        self.latest = measure_rankme(model, self.crops, device=self.device)
+        return self.latest
+
+
+class ThroughputWindow:
+    """Metrics of the steps since the last summary.
+
+    samples_per_s counts wall time (data waits, reports, checkpoints and RankMe included);
+    step_time_s is the mean time of one step alone (data wait, forward, backward, update).
+    """
+
+    def __init__(self) -> None:
+        self._step_started = 0.0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._window_started = time.perf_counter()
+        self._losses: list[float] = []
+        self._samples = 0
+        self._busy_s = 0.0
+
+    def start_step(self) -> None:
+        self._step_started = time.perf_counter()
+
+    def end_step(self, loss: float, *, samples: int) -> None:
+        self._busy_s += time.perf_counter() - self._step_started
+        self._losses.append(loss)
+        self._samples += samples
+
+    def summary(self) -> dict[str, float]:
+        wall_s = max(time.perf_counter() - self._window_started, 1e-9)
+        result = {
+            "loss": float(np.mean(self._losses)) if self._losses else math.nan,
+            "samples_per_s": self._samples / wall_s,
+            "step_time_s": self._busy_s / max(1, len(self._losses)),
+        }
+        self._reset()
+        return result
