@@ -83,7 +83,7 @@ def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(
             f"{directory} is not a model checkpoint: {META_FILE} is missing "
-            "(pass the directory that `pipeline.pretrain.driver` reported as the checkpoint)"
+            "(pass the directory that `python -m pipeline.pretrain` reported as the checkpoint)"
         )
     return json.loads(path.read_text())
 

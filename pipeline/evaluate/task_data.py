@@ -19,7 +19,7 @@ import soundfile
 HEAR_SAMPLE_RATE_HZ = 16_000
 TRAIN_VALID_TEST = ("train", "valid", "test")
 # `label_kind` in task_metadata.json (an audioscale addition to the HEAR format) says what the labels
-# name. "language" marks language-ID tasks, which `pipeline.evaluate.run --lid-head` probes with an
+# name. "language" marks language-ID tasks, which `python -m pipeline.evaluate --lid-head` probes with an
 # attentive head on frame embeddings; the task builders write it (pipeline/tasks), and any other
 # HEAR task directory can opt in by adding the field. Missing = unspecified.
 LANGUAGE_LABEL_KIND = "language"

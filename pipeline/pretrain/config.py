@@ -48,7 +48,7 @@ class PretrainConfig:
     )
     shards_dir: str | None = flag(
         "--shards", None,
-        "shard directory or URI from pipeline.prep.run (default: {shards_root}/<model's front-end preset>)",
+        "shard directory or URI from python -m pipeline.prep (default: {shards_root}/<model's front-end preset>)",
     )
     rankme_shards_dir: str | None = flag(
         "--rankme-shards", None, "held-out shards for RankMe (default: a fixed sample of training crops)"

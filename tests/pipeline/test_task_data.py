@@ -53,7 +53,7 @@ def test_targets_are_indices_or_multi_hot():
 def test_missing_metadata_and_tasks_dir_are_clear_errors(tmp_path):
     with pytest.raises(TaskFormatError, match="task_metadata.json"):
         read_task_info(tmp_path)
-    with pytest.raises(TaskFormatError, match="pipeline.corpus.__main__ tasks"):
+    with pytest.raises(TaskFormatError, match="pipeline.corpus tasks"):
         list_task_dirs(tmp_path / "absent")
 
 
