@@ -32,8 +32,7 @@ class AxLSTMEncoder(nn.Module):
         self.patch_embed = nn.Linear(config.patch_values, dim)  # = Conv2d with stride = kernel
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = PositionEmbedding(kind="sincos2d", n_time=config.n_time_patches,
-                                           n_freq=config.n_freq_patches, dim=dim)
+        self.pos_embed = PositionEmbedding.over_grid("sincos2d", config, dim)
         self.blocks = build_vil_stack(dim, config.encoder_depth,
                                       expansion_factor=config.expansion_factor,
                                       n_heads=config.n_heads, mlstm_form=config.mlstm_form,

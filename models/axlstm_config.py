@@ -70,16 +70,7 @@ class AxLSTMConfig(PatchGrid, CrossDecoderOptions):
             raise ValueError(f"{self.name}: chunk_size={self.chunk_size} must be positive")
         if self.decoder not in ("head", "cross"):
             raise ValueError(f"{self.name}: decoder={self.decoder!r}, use 'head' or 'cross'")
-        if self.prediction_ratio is not None:
-            if self.decoder != "cross":
-                raise ValueError(f"{self.name}: prediction_ratio needs decoder='cross'")
-            if not 0.0 < self.prediction_ratio <= self.mask_ratio + 1e-9:
-                raise ValueError(f"{self.name}: prediction_ratio={self.prediction_ratio} must be "
-                                 f"in (0, mask_ratio={self.mask_ratio}]")
-        if self.cross_feature_maps is not None and not (
-                1 <= self.cross_feature_maps <= self.encoder_depth + 1):
-            raise ValueError(f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be "
-                             f"in [1, encoder_depth + 1 = {self.encoder_depth + 1}]")
+        self.check_cross_decoder_options()
         if self.decoder == "cross" and self.loss_on_all_patches:
             raise ValueError(f"{self.name}: loss_on_all_patches needs decoder='head' (CrossMAE "
                              "predicts removed patches only)")

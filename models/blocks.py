@@ -96,3 +96,8 @@ def build_block(kind: str, dim: int, n_heads: int, *, swiglu_norm: str = "shared
     if kind == "transformer++":
         return TransformerPlusPlusBlock(dim, n_heads, swiglu_norm)
     raise ValueError(f"block kind {kind!r}: use 'vit' or 'transformer++'")
+
+
+def build_block_stack(kind: str, dim: int, n_heads: int, depth: int, *, swiglu_norm: str = "shared") -> nn.ModuleList:
+    """`depth` blocks of one kind, as the patch encoder and the MAE decoder stack them."""
+    return nn.ModuleList(build_block(kind, dim, n_heads, swiglu_norm=swiglu_norm) for _ in range(depth))

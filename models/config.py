@@ -12,8 +12,9 @@ from models.patching import PatchGrid
 
 
 class CrossDecoderOptions:
-    """Derived CrossMAE settings for a config with `cross_feature_maps`, `encoder_depth`,
-    `prediction_ratio` and `mask_ratio` fields (shared by every family that can use the decoder)."""
+    """Derived CrossMAE settings and their checks, for a config with `name`, `decoder`,
+    `cross_feature_maps`, `encoder_depth`, `prediction_ratio` and `mask_ratio` fields (shared by
+    every family that can use the decoder)."""
 
     @property
     def n_cross_feature_maps(self) -> int:
@@ -26,6 +27,26 @@ class CrossDecoderOptions:
     def effective_prediction_ratio(self) -> float:
         """gamma: the prediction ratio of CrossMAE, the mask ratio for other decoders."""
         return self.mask_ratio if self.prediction_ratio is None else self.prediction_ratio
+
+    def check_cross_decoder_options(self) -> None:
+        """Raise ValueError unless `prediction_ratio` and `cross_feature_maps` fit this config;
+        every family's __post_init__ calls it (the fields mean the same in each)."""
+        if self.prediction_ratio is not None:
+            if self.decoder != "cross":
+                raise ValueError(f"{self.name}: prediction_ratio needs decoder='cross'")
+            if not 0.0 < self.prediction_ratio <= self.mask_ratio + 1e-9:
+                raise ValueError(
+                    f"{self.name}: prediction_ratio={self.prediction_ratio} must be in "
+                    f"(0, mask_ratio={self.mask_ratio}]: only removed patches can be predicted"
+                )
+        if self.cross_feature_maps is not None and not (
+            1 <= self.cross_feature_maps <= self.encoder_depth + 1
+        ):
+            raise ValueError(
+                f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be in "
+                f"[1, encoder_depth + 1 = {self.encoder_depth + 1}]"
+            )
+
 
 # Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): both use a
 # 160-sample hop at 16 kHz. Kept here so models/ stays free of pipeline imports.
@@ -81,20 +102,6 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
             raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
         if self.decoder not in ("mae", "cross"):
             raise ValueError(f"{self.name}: decoder={self.decoder!r}, use 'mae' or 'cross'")
-        if self.prediction_ratio is not None:
-            if self.decoder != "cross":
-                raise ValueError(f"{self.name}: prediction_ratio needs decoder='cross'")
-            if not 0.0 < self.prediction_ratio <= self.mask_ratio + 1e-9:
-                raise ValueError(
-                    f"{self.name}: prediction_ratio={self.prediction_ratio} must be in "
-                    f"(0, mask_ratio={self.mask_ratio}]: only removed patches can be predicted"
-                )
+        self.check_cross_decoder_options()
         if self.decoder_rope and self.decoder == "cross":
             raise ValueError(f"{self.name}: decoder_rope applies to the MAE decoder only")
-        if self.cross_feature_maps is not None and not (
-            1 <= self.cross_feature_maps <= self.encoder_depth + 1
-        ):
-            raise ValueError(
-                f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be in "
-                f"[1, encoder_depth + 1 = {self.encoder_depth + 1}]"
-            )

@@ -59,12 +59,7 @@ class CrossMAEDecoder(nn.Module):
         self.mask_ratio = config.mask_ratio
         self.prediction_ratio = config.effective_prediction_ratio
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = PositionEmbedding(
-            kind=config.decoder_positions,
-            n_time=config.n_time_patches,
-            n_freq=config.n_freq_patches,
-            dim=dim,
-        )
+        self.pos_embed = PositionEmbedding.over_grid(config.decoder_positions, config, dim)
         self.feature_map_ids = select_feature_maps(config.encoder_depth, config.n_cross_feature_maps)
         # Row k: how decoder block k weighs the selected encoder maps. Starts as their mean.
         self.feature_mix = nn.Linear(len(self.feature_map_ids), config.decoder_depth, bias=False)

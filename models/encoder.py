@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.blocks import LAYER_NORM_EPS, build_block
+from models.blocks import LAYER_NORM_EPS, build_block_stack
 from models.config import MaskedAutoencoderConfig
 from models.masking import gather_tokens
 from models.positions import PositionEmbedding
@@ -34,15 +34,9 @@ class PatchEncoder(nn.Module):
         self.n_prefix = 1 if config.cls_token else 0
         self.patch_embed = nn.Linear(config.patch_values, dim)  # = Conv2d with stride = kernel
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if config.cls_token else None
-        self.pos_embed = PositionEmbedding(
-            kind=config.encoder_positions,
-            n_time=config.n_time_patches,
-            n_freq=config.n_freq_patches,
-            dim=dim,
-        )
-        self.blocks = nn.ModuleList(
-            build_block(config.block, dim, config.encoder_heads, swiglu_norm=config.swiglu_norm)
-            for _ in range(config.encoder_depth)
+        self.pos_embed = PositionEmbedding.over_grid(config.encoder_positions, config, dim)
+        self.blocks = build_block_stack(
+            config.block, dim, config.encoder_heads, config.encoder_depth, swiglu_norm=config.swiglu_norm
         )
         self.norm = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
         self.head_dim = dim // config.encoder_heads

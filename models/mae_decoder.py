@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.blocks import LAYER_NORM_EPS, build_block
+from models.blocks import LAYER_NORM_EPS, build_block_stack
 from models.config import MaskedAutoencoderConfig
 from models.encoder import EncoderOutput
 from models.masking import Masking, gather_tokens
@@ -29,15 +29,9 @@ class SelfAttentionDecoder(nn.Module):
         dim = config.decoder_dim
         self.embed = nn.Linear(config.encoder_dim, dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = PositionEmbedding(
-            kind=config.decoder_positions,
-            n_time=config.n_time_patches,
-            n_freq=config.n_freq_patches,
-            dim=dim,
-        )
-        self.blocks = nn.ModuleList(
-            build_block(config.block, dim, config.decoder_heads, swiglu_norm=config.swiglu_norm)
-            for _ in range(config.decoder_depth)
+        self.pos_embed = PositionEmbedding.over_grid(config.decoder_positions, config, dim)
+        self.blocks = build_block_stack(
+            config.block, dim, config.decoder_heads, config.decoder_depth, swiglu_norm=config.swiglu_norm
         )
         self.norm = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
         self.head = nn.Linear(dim, config.patch_values)

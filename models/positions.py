@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from models.patching import PatchGrid
+
 
 def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
     """positions (n,) -> (n, dim): sin(p * w_k) then cos(p * w_k), w_k = 10000^(-k / (dim / 2))."""
@@ -45,6 +47,11 @@ class PositionEmbedding(nn.Module):
             self.register_buffer("table", table, persistent=False)
         else:
             raise ValueError(f"position embedding kind {kind!r}: use learnable, sincos2d or sincos1d")
+
+    @classmethod
+    def over_grid(cls, kind: str, grid: PatchGrid, dim: int) -> PositionEmbedding:
+        """One position per patch of `grid` (a model config): what every encoder and decoder uses."""
+        return cls(kind=kind, n_time=grid.n_time_patches, n_freq=grid.n_freq_patches, dim=dim)
 
     @property
     def n_positions(self) -> int:

@@ -15,7 +15,7 @@ import csv
 import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
 from pipeline.evaluate.scores import TaskScore, quality_q
-from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.evaluate.task_data import TaskInfo, list_task_dirs, read_task_info
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
     TaskJob,
@@ -82,30 +82,14 @@ def evaluate_checkpoint(
     started = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device)
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
-    if lid_probe is not None and not any(task.is_language_id for task in tasks):
-        warnings.warn(
-            f"a LID head ({lid_probe.attention}) was asked for but none of the tasks {[t.name for t in tasks]} is marked "
-            "language-ID ('label_kind': 'language' in task_metadata.json; tasks built by older code lack it: add "
-            "it, or delete the tasks directory and rebuild it with `python -m pipeline.corpus tasks`); every task uses the MLP",
-            stacklevel=2,
-        )
+    if lid_probe is not None:
+        _warn_if_no_language_id_task(lid_probe, tasks)
 
     def job(task) -> TaskJob:
         return TaskJob(checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
                        probe_training=probe_training, lid_probe=lid_probe, device=device)
 
-    seconds: dict[str, float] = {}
-    finished: dict[str, TaskEvaluation] = {}
-    for evaluation in evaluate_tasks(tasks, job, embedder=embedder, workers=workers):
-        finished[evaluation.task] = evaluation
-        seconds[f"embed/{evaluation.task}"] = evaluation.embed_seconds
-        seconds[f"probe/{evaluation.task}"] = evaluation.probe_seconds
-        if progress is not None:
-            score = evaluation.score
-            progress(
-                f"[evaluate] {evaluation.task}: {score.metric} {score.mean:.3f} by {score.probe} "
-                f"(embed {evaluation.embed_seconds:.1f} s, probe {evaluation.probe_seconds:.1f} s)"
-            )
+    finished, seconds = _score_tasks(evaluate_tasks(tasks, job, embedder=embedder, workers=workers), progress)
     # Task order, not finishing order: the RankMe sample must not depend on which worker was faster.
     task_scores: dict[str, TaskScore] = {task.name: finished[task.name].score for task in tasks}
     all_features = [finished[task.name].features for task in tasks]
@@ -125,6 +109,36 @@ def evaluate_checkpoint(
         lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
     )
+
+
+def _warn_if_no_language_id_task(lid_probe: LidProbeConfig, tasks: list[TaskInfo]) -> None:
+    if not any(task.is_language_id for task in tasks):
+        warnings.warn(
+            f"a LID head ({lid_probe.attention}) was asked for but none of the tasks {[t.name for t in tasks]} is marked "
+            "language-ID ('label_kind': 'language' in task_metadata.json; tasks built by older code lack it: add "
+            "it, or delete the tasks directory and rebuild it with `python -m pipeline.corpus tasks`); every task uses the MLP",
+            stacklevel=3,
+        )
+
+
+def _score_tasks(
+    evaluations: Iterable[TaskEvaluation], progress: Callable[[str], None] | None
+) -> tuple[dict[str, TaskEvaluation], dict[str, float]]:
+    """Each task's evaluation by name, and the seconds it spent embedding and probing; one progress
+    line per task as it finishes."""
+    finished: dict[str, TaskEvaluation] = {}
+    seconds: dict[str, float] = {}
+    for evaluation in evaluations:
+        finished[evaluation.task] = evaluation
+        seconds[f"embed/{evaluation.task}"] = evaluation.embed_seconds
+        seconds[f"probe/{evaluation.task}"] = evaluation.probe_seconds
+        if progress is not None:
+            score = evaluation.score
+            progress(
+                f"[evaluate] {evaluation.task}: {score.metric} {score.mean:.3f} by {score.probe} "
+                f"(embed {evaluation.embed_seconds:.1f} s, probe {evaluation.probe_seconds:.1f} s)"
+            )
+    return finished, seconds
 
 
 def _rankme_of(features: np.ndarray, rankme_n: int):

@@ -157,6 +157,36 @@ def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _featurize_on_ray(config: PrepConfig, readable: list[InputFile]) -> dict:
+    """Write the Parquet parts of `readable` on Ray (connected by pipeline.ray_session's policy, shut
+    down again if this call started it); returns the ledger's summary: the inputs workers rejected,
+    those they featurized in part, and the seconds of tail audio they dropped."""
+    import ray
+
+    from pipeline.prep.ledger import PrepLedger
+
+    started_ray = connect_ray(config.ray_address)
+    try:
+        ledger = PrepLedger.remote()
+        stop = threading.Event()
+        bar = threading.Thread(target=_progress_bar, args=(ledger, len(readable), stop), daemon=True)
+        if config.show_progress:
+            bar.start()
+        try:
+            _run_ray_pipeline(config, readable, ledger)
+            _wait_for_ledger(ledger, len(readable))
+        finally:
+            stop.set()
+            if bar.is_alive():
+                bar.join()
+        ledger_summary = ray.get(ledger.summary.remote())
+        ray.kill(ledger)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return ledger_summary
+
+
 def run_prep(config: PrepConfig) -> PrepResult:
     """Run the prep stage; reuses a finished identical output."""
     started = time.monotonic()
@@ -178,29 +208,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
     readable = [i for i in selected if not i.problem]
     partial, dropped_tail_s = [], 0.0
     if readable:
-        import ray
-
-        from pipeline.prep.ledger import PrepLedger
-
-        started_ray = connect_ray(config.ray_address)
-        try:
-            ledger = PrepLedger.remote()
-            stop = threading.Event()
-            bar = threading.Thread(target=_progress_bar, args=(ledger, len(readable), stop), daemon=True)
-            if config.show_progress:
-                bar.start()
-            try:
-                _run_ray_pipeline(config, readable, ledger)
-                _wait_for_ledger(ledger, len(readable))
-            finally:
-                stop.set()
-                if bar.is_alive():
-                    bar.join()
-            ledger_summary = ray.get(ledger.summary.remote())
-            ray.kill(ledger)
-        finally:
-            if started_ray:
-                ray.shutdown()
+        ledger_summary = _featurize_on_ray(config, readable)
         rejected += ledger_summary["rejected"]
         partial, dropped_tail_s = ledger_summary["partial"], ledger_summary["dropped_tail_s"]
 

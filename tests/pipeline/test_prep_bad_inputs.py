@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from prep_helpers import write_bad_inputs
 
-from pipeline.prep.run import PrepConfig, format_summary, main, run_prep
+from pipeline.prep.__main__ import format_summary, main
+from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import read_rejected, read_shard_table
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pipeline.audio.inputs import InputFile
-from pipeline.prep.run import MAX_BATCH_INPUT_BYTES, files_per_batch, main
+from pipeline.prep.__main__ import main
+from pipeline.prep.run import MAX_BATCH_INPUT_BYTES, files_per_batch
 
 
 def test_batches_balance_cpus_and_cap_input_bytes():

@@ -12,7 +12,7 @@ checks without a better validation score (or an equal one at a lower validation 
 `max_epochs` (bounded so that a debug model's tasks train in seconds on 2 CPU cores); the test
 score at the best validation check is reported, the same rule as the MLP grid
 (pipeline.evaluate.probes.grid). Seeds 0..seeds-1, as for the MLP probe, change the initialisation, the
-dropout masks and the batch order; mean and 95% t-interval over seeds (pipeline.evaluate.scores).
+dropout masks and the batch order; mean and 95% t-interval over seeds (pipeline.evaluate.probes.seeds).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import torch.nn.functional as F
 from models.heads.frame_attention import ATTENTION_KINDS
 from models.heads.lid_head import LanguageIdHead
 from pipeline.evaluate.probes.metrics import score_predictions
-from pipeline.evaluate.scores import TaskScore, task_score_from_seeds
-from pipeline.evaluate.task_data import TaskInfo, probe_splits
+from pipeline.evaluate.probes.seeds import score_over_seeds_and_folds
+from pipeline.evaluate.scores import TaskScore
+from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
 
 PREDICT_BATCH_CLIPS = 256
 
@@ -200,29 +201,21 @@ def probe_task_lid(
     config: LidProbeConfig = LidProbeConfig(),
 ) -> tuple[TaskScore, list[LidResult]]:
     """Test score of the LID head per seed (averaged over folds), with its 95% CI."""
-    if seeds < 1:
-        raise ValueError(f"seeds must be at least 1, got {seeds}")
     if task.multilabel:
         raise ValueError(f"task {task.name}: the language-ID probe is multiclass only, the task is multilabel")
-    folds = probe_splits(task)
-    missing = sorted({name for fold in folds for name in (*fold.train, fold.valid, fold.test)} - set(frames_by_split))
-    if missing:
-        raise ValueError(f"task {task.name}: no frame embeddings for split(s) {missing}")
-    seed_scores, results = [], []
-    for seed in range(seeds):
-        fold_scores = []
-        for fold in folds:
-            result = train_lid_probe(
-                train=concat_frame_splits([frames_by_split[name] for name in fold.train]),
-                valid=frames_by_split[fold.valid],
-                test=frames_by_split[fold.test],
-                n_classes=len(task.labels),
-                metric=task.primary_metric,
-                seed=seed,
-                config=config,
-                class_labels=list(task.labels),
-            )
-            fold_scores.append(result.test_score)
-            results.append(result)
-        seed_scores.append(float(np.mean(fold_scores)))
-    return task_score_from_seeds(task.primary_metric, seed_scores, probe=config.probe_name), results
+
+    def score_fold(fold: ProbeSplit, seed: int) -> LidResult:
+        return train_lid_probe(
+            train=concat_frame_splits([frames_by_split[name] for name in fold.train]),
+            valid=frames_by_split[fold.valid],
+            test=frames_by_split[fold.test],
+            n_classes=len(task.labels),
+            metric=task.primary_metric,
+            seed=seed,
+            config=config,
+            class_labels=list(task.labels),
+        )
+
+    return score_over_seeds_and_folds(
+        task, frames_by_split.keys(), seeds=seeds, probe=config.probe_name, score_fold=score_fold, inputs="frame embeddings"
+    )

@@ -1,5 +1,5 @@
 """Score one task from cached scene embeddings: the HEAR grid per seed (and per fold), then mean
-and 95% confidence interval over seeds.
+and 95% confidence interval over seeds (pipeline.evaluate.probes.seeds).
 
 Seeds change the grid sample, the initialisation, the dropout masks and the batch order; the
 embeddings stay fixed (they are computed once per task by `pipeline.evaluate.embeddings`).
@@ -18,8 +18,9 @@ from pipeline.evaluate.probes.grid import (
     SplitArrays,
     run_probe_grid,
 )
-from pipeline.evaluate.scores import TaskScore, task_score_from_seeds
-from pipeline.evaluate.task_data import TaskInfo, probe_splits
+from pipeline.evaluate.probes.seeds import score_over_seeds_and_folds
+from pipeline.evaluate.scores import TaskScore
+from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
 
 DEFAULT_SEEDS = 3
 
@@ -47,28 +48,20 @@ def probe_task(
     training: ProbeTrainingConfig = ProbeTrainingConfig(),
 ) -> tuple[TaskScore, list[GridResult]]:
     """Test score of the validation-chosen probe, per seed (averaged over folds), with its CI."""
-    if seeds < 1:
-        raise ValueError(f"seeds must be at least 1, got {seeds}")
-    folds = probe_splits(task)
-    missing = sorted({name for fold in folds for name in (*fold.train, fold.valid, fold.test)} - set(embeddings_by_split))
-    if missing:
-        raise ValueError(f"task {task.name}: no embeddings for split(s) {missing}")
-    seed_scores, grid_results = [], []
-    for seed in range(seeds):
-        fold_scores = []
-        for fold in folds:
-            result = run_probe_grid(
-                train=_concat([embeddings_by_split[name] for name in fold.train]),
-                valid=embeddings_by_split[fold.valid],
-                test=embeddings_by_split[fold.test],
-                n_classes=len(task.labels),
-                metric=task.primary_metric,
-                multilabel=task.multilabel,
-                seed=seed,
-                training=training,
-                class_labels=list(task.labels),
-            )
-            fold_scores.append(result.test_score)
-            grid_results.append(result)
-        seed_scores.append(float(np.mean(fold_scores)))
-    return task_score_from_seeds(task.primary_metric, seed_scores, probe=f"mlp-{training.schedule}"), grid_results
+
+    def score_fold(fold: ProbeSplit, seed: int) -> GridResult:
+        return run_probe_grid(
+            train=_concat([embeddings_by_split[name] for name in fold.train]),
+            valid=embeddings_by_split[fold.valid],
+            test=embeddings_by_split[fold.test],
+            n_classes=len(task.labels),
+            metric=task.primary_metric,
+            multilabel=task.multilabel,
+            seed=seed,
+            training=training,
+            class_labels=list(task.labels),
+        )
+
+    return score_over_seeds_and_folds(
+        task, embeddings_by_split.keys(), seeds=seeds, probe=f"mlp-{training.schedule}", score_fold=score_fold
+    )
