@@ -11,8 +11,8 @@ from prep_helpers import labeled_shards, write_labeled_corpus
 
 import pipeline
 from pipeline.audio.frontend import get_preset
-from pipeline.prep.output import OutputConflictError, prepare_output_dir
 from pipeline.prep.__main__ import format_summary, main
+from pipeline.prep.output import OutputConflictError, prepare_output_dir
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import (
     mel_matrices,
