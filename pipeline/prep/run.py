@@ -1,7 +1,4 @@
-"""`python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
-
-    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
-        [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
+"""The prep flow behind `python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
 
 Flow: list inputs on the driver -> (optional) seeded nested subset -> long files split into time
 ranges (`pipeline.prep.ranges`) -> Ray Data: batches of files and ranges -> decode, 16 kHz mono,
