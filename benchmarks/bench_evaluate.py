@@ -33,7 +33,7 @@ from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.evaluate.probes.grid import probe_schedule
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.run import (
-    DEFAULT_EVALUATE_RANKME_N,
+    DEFAULT_TASK_RANKME_N,
     EvaluationResult,
     evaluate_checkpoint,
 )
@@ -81,7 +81,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=Path, default=None, help="None: a freshly initialised --model")
     parser.add_argument("--model", default="mae-debug")
     parser.add_argument("--seeds", type=int, default=CPU_PROFILE_SEEDS)
-    parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N)
+    parser.add_argument("--task-rankme-n", type=int, default=DEFAULT_TASK_RANKME_N)
     parser.add_argument("--threads", type=int, default=2, help="torch threads with --workers 1 (the target is for 2 CPU cores)")
     parser.add_argument("--workers", type=int, default=2, help="tasks scored at once, one thread each (2 cores: 2)")
     parser.add_argument("--compare-serial", action="store_true",
@@ -100,7 +100,7 @@ def main() -> int:
             workers = 1 if name == "quick-serial" else args.workers
             started = time.perf_counter()
             result = evaluate_checkpoint(
-                checkpoint, tasks_dir=tasks_dir, task_names=task_names, rankme_n=args.rankme_n, seeds=args.seeds,
+                checkpoint, tasks_dir=tasks_dir, task_names=task_names, task_rankme_n=args.task_rankme_n, seeds=args.seeds,
                 probe_training=probe_schedule(name.removesuffix("-serial")), lid_probe=lid_probe,
                 progress=lambda line: print(line, flush=True), workers=workers,
             )

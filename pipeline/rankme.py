@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# The study (RankMe paper) used 25,600 samples; every recorded RankMe uses this N unless told.
+# Garrido et al. 2023 (the RankMe paper) used 25,600 samples; the scaling study (Deng et al.) used
+# 30,000, which is what the RankMe pool takes (pipeline.shards.rankme_pool.PAPER_RANKME_N). Only the
+# default of `sample_fixed_n` when no N is passed.
 DEFAULT_RANKME_N = 25_600
 DEFAULT_EPS = 1e-7
 # Use the Gram route once the long side is at least this many times the short side; below that

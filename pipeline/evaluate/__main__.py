@@ -19,7 +19,7 @@ from pipeline.evaluate.probes.grid import (
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
 from pipeline.evaluate.run import (
-    DEFAULT_EVALUATE_RANKME_N,
+    DEFAULT_TASK_RANKME_N,
     evaluate_checkpoint,
     format_table,
     write_results,
@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--run-id", help="MLflow id of a pretraining run: evaluates its newest checkpoint")
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task names")
     parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory; None: $AUDIOSCALE_HOME/tasks")
-    parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N, help="scene embeddings RankMe is measured on (seeded sample)")
+    # RankMe R is measured on the RankMe pool (pretraining-domain crops); task-audio RankMe is a diagnostic.
+    parser.add_argument("--rankme-shards", default=None, help="shards the RankMe pool is drawn from; None: the checkpoint's (its training's pool)")
+    parser.add_argument("--rankme-n", type=int, default=None, help="crops in the RankMe pool; None: the checkpoint's (30000, or all its shards hold)")
+    parser.add_argument("--task-rankme-n", type=int, default=DEFAULT_TASK_RANKME_N, help="task clips the diagnostic task-audio RankMe uses")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)")
     parser.add_argument("--probe", choices=sorted(PROBE_SCHEDULES), default="hear", help=_probe_help())
     parser.add_argument("--grid-points", type=int, default=None, help="override: probe configs sampled per seed; None: the schedule's")
@@ -110,8 +113,8 @@ def probe_training_from(args: argparse.Namespace) -> ProbeTrainingConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.seeds < 1 or args.rankme_n < 1:
-        raise SystemExit("--seeds and --rankme-n must be positive")
+    if args.seeds < 1 or args.task_rankme_n < 1 or (args.rankme_n is not None and args.rankme_n < 1):
+        raise SystemExit("--seeds, --rankme-n and --task-rankme-n must be positive")
     probe_training = probe_training_from(args)
     workers = args.workers if args.workers is not None else default_workers(args.device)
     if workers < 1:
@@ -124,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_dir,
         tasks_dir=tasks_dir,
         task_names=task_names,
+        rankme_shards=args.rankme_shards,
         rankme_n=args.rankme_n,
+        task_rankme_n=args.task_rankme_n,
         seeds=args.seeds,
         probe_training=probe_training,
         lid_probe=None if args.lid_head == NO_LID_HEAD else LidProbeConfig(attention=args.lid_head),

@@ -1,7 +1,9 @@
 """Evaluate a pretrained checkpoint: RankMe R and probe quality Q on labeled HEAR tasks.
 
-`evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` embeds every task's clips once with the
-frozen model, measures RankMe on a seeded sample of `rankme_n` of those scene embeddings, trains
+`evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` measures RankMe R on the checkpoint's RankMe pool
+(pretraining-domain crops, the pool its training measured on: pipeline.evaluate.pool_rankme), embeds every
+task's clips once with the frozen model (their RankMe on a seeded sample of `task_rankme_n` is kept as
+the diagnostic `task_rankme`: it partly measures how separable the labeled audio is), trains
 the HEAR probe grid per task and seed (under a named schedule, pipeline.evaluate.probes.grid.PROBE_SCHEDULES),
 and aggregates (pipeline.evaluate.scores). With `lid_probe`, language-ID tasks are scored instead by the
 attentive LID head on frame embeddings (pipeline.evaluate.probes.lid); each task score names its probe.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.evaluate.pool_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
@@ -33,10 +36,11 @@ from pipeline.evaluate.task_jobs import (
     load_embedder,
 )
 from pipeline.rankme import rankme_with_shape, sample_fixed_n
+from pipeline.shards.rankme_pool import MIN_SAMPLES_PER_FEATURE
 
-# Scene embeddings RankMe is measured on. RankMe grows with N, so every compared value must use
-# the same N: the default task set holds ~7,000 clips, so 4,096 fits it with room to spare.
-DEFAULT_EVALUATE_RANKME_N = 4096
+# The task-audio diagnostic's N (not the R of the fits): the default task set holds ~7,000 clips,
+# so 4,096 fits it with room to spare.
+DEFAULT_TASK_RANKME_N = 4096
 RANKME_SEED = 0
 
 
@@ -45,9 +49,13 @@ class EvaluationResult:
     checkpoint_dir: str
     model_name: str
     step: int
-    rankme: float
+    rankme: float  # on the RankMe pool: the R of the fits
     rankme_n: int
     rankme_k: int
+    rankme_pool: str  # the pool's fingerprint
+    rankme_capped: bool  # N < 8 K
+    task_rankme: float  # diagnostic: on the labeled tasks' scene embeddings
+    task_rankme_n: int
     task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores", "probe"}
     q: float
     seeds: int
@@ -65,7 +73,9 @@ def evaluate_checkpoint(
     *,
     tasks_dir: str | Path,
     task_names: list[str] | None = None,
-    rankme_n: int = DEFAULT_EVALUATE_RANKME_N,
+    rankme_shards: str | None = None,
+    rankme_n: int | None = None,
+    task_rankme_n: int = DEFAULT_TASK_RANKME_N,
     seeds: int = DEFAULT_SEEDS,
     probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
     lid_probe: LidProbeConfig | None = None,
@@ -73,7 +83,8 @@ def evaluate_checkpoint(
     progress: Callable[[str], None] | None = None,
     workers: int = 1,
 ) -> EvaluationResult:
-    """RankMe and probe scores of one checkpoint on the HEAR tasks under `tasks_dir`.
+    """RankMe (on the RankMe pool; `rankme_shards` / `rankme_n` override the checkpoint's) and probe
+    scores of one checkpoint on the HEAR tasks under `tasks_dir`.
 
     `lid_probe`, when given, scores the language-ID tasks (TaskInfo.is_language_id) with the LID
     head on frame embeddings; every other task keeps the MLP. `progress`, when given, receives one
@@ -81,6 +92,8 @@ def evaluate_checkpoint(
     of one thread each (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
     started = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device)
+    pool_value = checkpoint_pool_rankme(embedder, meta, rankme_shards=rankme_shards, rankme_n=rankme_n)
+    seconds_rankme = time.perf_counter() - started
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
     if lid_probe is not None:
         _warn_if_no_language_id_task(lid_probe, tasks)
@@ -93,15 +106,19 @@ def evaluate_checkpoint(
     # Task order, not finishing order: the RankMe sample must not depend on which worker was faster.
     task_scores: dict[str, TaskScore] = {task.name: finished[task.name].score for task in tasks}
     all_features = [finished[task.name].features for task in tasks]
-    rankme_value = _rankme_of(np.concatenate(all_features), rankme_n)
-    seconds["total"] = time.perf_counter() - started
+    task_value = _rankme_of(np.concatenate(all_features), task_rankme_n)
+    seconds.update(rankme_pool=seconds_rankme, total=time.perf_counter() - started)
     return EvaluationResult(
         checkpoint_dir=str(Path(checkpoint_dir).resolve()),
         model_name=str(meta.get("model_name")),
         step=int(meta.get("step", 0)),
-        rankme=rankme_value.value,
-        rankme_n=rankme_value.n_samples,
-        rankme_k=rankme_value.n_features,
+        rankme=pool_value.value,
+        rankme_n=pool_value.n,
+        rankme_k=pool_value.k,
+        rankme_pool=pool_value.pool,
+        rankme_capped=pool_value.capped,
+        task_rankme=task_value.value,
+        task_rankme_n=task_value.n_samples,
         task_scores={name: score.to_dict() for name, score in task_scores.items()},
         q=quality_q({name: score.mean for name, score in task_scores.items()}),
         seeds=seeds,
@@ -144,8 +161,8 @@ def _score_tasks(
 def _rankme_of(features: np.ndarray, rankme_n: int):
     if len(features) < rankme_n:
         warnings.warn(
-            f"RankMe asked for N={rankme_n} but the tasks hold {len(features)} clips; using all "
-            f"{len(features)} (recorded as rankme_n). Compare only values with the same N.",
+            f"task RankMe asked for N={rankme_n} but the tasks hold {len(features)} clips; using all "
+            f"{len(features)} (recorded as task_rankme_n). Compare only values with the same N.",
             stacklevel=3,
         )
         rankme_n = len(features)
@@ -190,6 +207,8 @@ def format_table(result: EvaluationResult) -> str:
     for row in results_rows(result):
         interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
         lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {row['probe']:<14}{interval}")
-    lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k})")
+    capped = f", capped: N < {MIN_SAMPLES_PER_FEATURE} K" if result.rankme_capped else ""
+    lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k}, pool {result.rankme_pool}{capped})")
+    lines.append(f"task-audio RankMe {result.task_rankme:.2f} (N={result.task_rankme_n}, diagnostic)")
     lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
     return "\n".join(lines)

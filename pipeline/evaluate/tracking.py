@@ -2,10 +2,11 @@
 
 Where results go: a child run `evaluate-step<step>` of the pretraining run (found from the
 checkpoint's `pretrain_config.mlflow_run_id`, or given), holding every number, the parameters
-(tasks, seeds, RankMe N and K, the probe schedule `probe_schedule`, `lid_head`, and which probe
+(tasks, seeds, RankMe N, K and pool fingerprint, task-audio RankMe's N, the probe schedule `probe_schedule`, `lid_head`, and which probe
 scored each task, `<task>/probe`) and the JSON/CSV tables; the headline metrics (`eval_q`,
 `eval_rankme`, `eval_rankme_n`, `eval_rankme_k`) are also logged on the pretraining run itself at
-the checkpoint's step, so Q and R sit beside the training curves. Without a pretraining run the
+the checkpoint's step, so Q and R sit beside the training curves. `rankme_capped` (N < 8 K) is a tag
+on the evaluation run, `eval_rankme_capped` / `eval_rankme_pool` on the pretraining run. Without a pretraining run the
 evaluation run stands alone in the experiment `evaluate`.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.tracking import (
+    TrackedRun,
     attach_run,
     experiment_name_of_run,
     read_run,
@@ -75,7 +77,8 @@ def log_evaluation(
         experiment_name=experiment_name,
         run_name=f"{run_name}-{Path(result.checkpoint_dir).name}" if parent_run_id is None else run_name,
         parent_run_id=parent_run_id,
-        tags={CHECKPOINT_TAG: result.checkpoint_dir, "audioscale.stage": "evaluate"},
+        tags={CHECKPOINT_TAG: result.checkpoint_dir, "audioscale.stage": "evaluate",
+              "rankme_capped": str(result.rankme_capped).lower()},
     )
     run.log_params(
         {
@@ -87,6 +90,8 @@ def log_evaluation(
             "seeds": result.seeds,
             "rankme_n": result.rankme_n,
             "rankme_k": result.rankme_k,
+            "rankme_pool": result.rankme_pool,
+            "task_rankme_n": result.task_rankme_n,
             # probe_schedule names the MLP schedule ("hear" | "quick"); the other probe_* its values.
             **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
             "lid_head": (result.lid_probe or {}).get("attention", "none"),
@@ -95,7 +100,8 @@ def log_evaluation(
             **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
         }
     )
-    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k}
+    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k,
+               "task_rankme": result.task_rankme}
     for task, score in result.task_scores.items():
         metrics[f"{task}/score"] = score["mean"]
         if _finite(score["ci_low"]):
@@ -108,8 +114,14 @@ def log_evaluation(
             run.log_artifact(path, artifact_path="evaluation")
     run.finish()
     if parent_run_id is not None:
-        attach_run(uri, parent_run_id).log_metrics(
-            {"eval_q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, "eval_rankme_k": result.rankme_k},
-            step=result.step,
-        )
+        _log_on_pretraining_run(attach_run(uri, parent_run_id), result)
     return run.run_id
+
+
+def _log_on_pretraining_run(parent: TrackedRun, result: EvaluationResult) -> None:
+    """The headline numbers beside the training curves, with the pool that makes R comparable."""
+    parent.log_metrics(
+        {"eval_q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, "eval_rankme_k": result.rankme_k},
+        step=result.step,
+    )
+    parent.set_tags({"eval_rankme_pool": result.rankme_pool, "eval_rankme_capped": result.rankme_capped})

@@ -51,7 +51,7 @@ class PretrainConfig:
         "shard directory or URI from python -m pipeline.prep (default: {shards_root}/<model's front-end preset>)",
     )
     rankme_shards_dir: str | None = flag(
-        "--rankme-shards", None, "held-out shards for RankMe (default: a fixed sample of training crops)"
+        "--rankme-shards", None, "shards the RankMe pool is drawn from (default: the training shards, as the paper)"
     )
 
     # How long and how big. global = micro x workers x accumulation steps.
@@ -104,7 +104,8 @@ class PretrainConfig:
     log_every_steps: int = flag("--log-every", 10, "steps between metric logs")
     checkpoint_every_steps: int = flag("--checkpoint-every", 100, "steps between checkpoints")
     rankme_every_steps: int = flag("--rankme-every", 100, "steps between RankMe measurements (0: off)")
-    rankme_num_clips: int = flag("--rankme-clips", 256, "crops RankMe is measured on")
+    # None: the paper's 30,000 (Deng et al. Sec. III-C), or every crop the shards hold when fewer.
+    rankme_n: int | None = flag("--rankme-n", None, "crops in the RankMe pool (default: 30000, or all the shards hold)")
     num_checkpoints_to_keep: int = flag("--keep-checkpoints", 2, "checkpoints kept in storage, the latest ones")
     max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
     shuffle_buffer_crops: int = flag(
@@ -141,7 +142,7 @@ class PretrainConfig:
         """Every range a user can get wrong, checked once here; the message names the flag to change."""
         at_least = {
             "steps": 1, "global_batch_size": 1, "log_every_steps": 1, "checkpoint_every_steps": 1,
-            "rankme_num_clips": 1, "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
+            "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
             "shuffle_buffer_crops": 0,
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
             "num_workers": 1,
@@ -149,6 +150,8 @@ class PretrainConfig:
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
                 raise ValueError(f"{name} must be at least {lowest} ({_flag(name)}), got {getattr(self, name)}")
+        if self.rankme_n is not None and self.rankme_n < 1:
+            raise ValueError(f"{_flag('rankme_n')} must be at least 1 (crops in the RankMe pool), got {self.rankme_n}")
         if self.crop_frames is not None and self.crop_frames < 1:
             raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
         if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:

@@ -1,4 +1,4 @@
-"""The data side of pretraining: which crops the workers stream, and the RankMe sample.
+"""The data side of pretraining: which crops the workers stream, and the RankMe pool.
 
 Fresh crops every epoch: `crop_dataset` draws one crop per segment from (seed, clip id), so a
 dataset re-read with the same seed repeats its crops. One training pass therefore holds
@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.shards.crops import crop_dataset, read_crops
+from pipeline.shards.crops import crop_dataset
 from pipeline.shards.format import read_manifest
+from pipeline.shards.rankme_pool import RankMePool, select_pool
 
 MAX_EPOCHS_PER_PASS = 16
-RANKME_SEED = 1_000_003  # a fixed sample, independent of the training seed
 
 
 class ShardMismatchError(ValueError):
@@ -62,14 +62,11 @@ def build_training_dataset(config: PretrainConfig):
     )
 
 
-def load_rankme_crops(config: PretrainConfig) -> torch.Tensor:
-    """A fixed set of up to `rankme_num_clips` crops of a resolved config, float32 (clips, crop_frames, n_mels)."""
-    source = config.rankme_shards_dir or config.shards_dir
-    # Read in this process: a Ray Data job for a few hundred crops cost ~14 s per run to start.
-    crops = read_crops(source, crop_frames=config.crop_frames, seed=RANKME_SEED, limit=config.rankme_num_clips)
-    if not len(crops):
-        raise ValueError(f"no crops of {config.crop_frames} frames in {source} for RankMe")
-    return torch.from_numpy(crops)
+def rankme_pool(config: PretrainConfig) -> RankMePool:
+    """The RankMe pool of a resolved config: crops of the model's length from `--rankme-shards` or the
+    training shards, `rankme_n` of them (None: the paper's 30,000, or all there are when fewer)."""
+    # Read in this process: plain pyarrow over the clip ids, no Ray Data job to start.
+    return select_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames, n=config.rankme_n)
 
 
 def iterate_micro_batches(

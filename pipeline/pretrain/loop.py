@@ -36,7 +36,7 @@ from pipeline.checkpoint import (
 )
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.data import iterate_micro_batches, load_rankme_crops
+from pipeline.pretrain.data import iterate_micro_batches, rankme_pool
 from pipeline.pretrain.optim import build_optimizer, build_scheduler
 from pipeline.pretrain.step import (
     forward_backward,
@@ -88,7 +88,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
     tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if place.rank == 0 else None
     wants_rankme = place.rank == 0 and config.rankme_every_steps > 0
     rankme = RankMeSchedule(
-        load_rankme_crops(config) if wants_rankme else None,
+        rankme_pool(config) if wants_rankme else None,
         every_steps=config.rankme_every_steps,
         last_step=config.steps,
         device=place.device,
@@ -98,6 +98,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
         tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
         if training.start_step == 0 and (initial := rankme.measure_if_due(training.model, 0)) is not None:
             tracker.log_metrics({"rankme": initial}, step=0)
+            log_rankme_record(tracker, rankme)
     if run_steps(config, training, place, tracker, rankme):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
 
@@ -171,10 +172,19 @@ def run_steps(
             if tracker is not None:
                 rankme_now = {"rankme": measured_rankme} if measured_rankme is not None else {}
                 tracker.log_metrics({**metrics, **rankme_now}, step=step)
+                if measured_rankme is not None:
+                    log_rankme_record(tracker, rankme)
             if rankme.latest is not None:
                 metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
             report_step(metrics, training, config=config, step=step, rank=place.rank)
     return True
+
+
+def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
+    """N, K and the pool beside the `rankme` metric (params: equal on every re-log), capped as a tag."""
+    record = rankme.latest_record.record()
+    tracker.set_tags({"rankme_capped": record.pop("rankme_capped")})
+    tracker.log_params(record)
 
 
 def report_step(

@@ -1,5 +1,5 @@
 """What a worker measures about its own training, in plain PyTorch (no Ray): throughput over a
-window of steps, and RankMe of a fixed held-out sample at its schedule (rank 0 only).
+window of steps, and RankMe on the study's RankMe pool at its schedule (rank 0 only).
 """
 
 from __future__ import annotations
@@ -11,38 +11,27 @@ import numpy as np
 import torch
 from torch import nn
 
-from pipeline.rankme import rankme
-
-RANKME_BATCH_CLIPS = 64
-
-
-@torch.no_grad()
-def measure_rankme(model: nn.Module, crops: torch.Tensor, *, device: torch.device) -> float:
-    """RankMe of scene embeddings (frame features averaged over time) of the held-out crops."""
-    was_training = model.training
-    model.eval()
-    scene = []
-    for start in range(0, len(crops), RANKME_BATCH_CLIPS):
-        frames = model.embed(crops[start : start + RANKME_BATCH_CLIPS].to(device))  # (clips, frames, dim)
-        scene.append(frames.float().mean(dim=1).cpu())  # (clips, dim)
-    model.train(was_training)
-    return rankme(torch.cat(scene))
+from pipeline.pool_rankme import PoolRankMe, measure_pool_rankme
+from pipeline.shards.rankme_pool import RankMePool
 
 
 class RankMeSchedule:
-    """RankMe of fixed crops every `every_steps` steps and at the last; `latest` is the newest value.
+    """RankMe on the pool every `every_steps` steps and at the last; `latest` is the newest value and
+    `latest_record` its N, K, pool fingerprint and capped flag.
 
-    `crops` None (RankMe off, or not rank 0) measures nothing."""
+    `pool` None (RankMe off, or not rank 0) measures nothing."""
 
-    def __init__(self, crops: torch.Tensor | None, *, every_steps: int, last_step: int, device: torch.device) -> None:
-        self.crops, self.every_steps, self.last_step, self.device = crops, every_steps, last_step, device
+    def __init__(self, pool: RankMePool | None, *, every_steps: int, last_step: int, device: torch.device) -> None:
+        self.pool, self.every_steps, self.last_step, self.device = pool, every_steps, last_step, device
         self.latest: float | None = None
+        self.latest_record: PoolRankMe | None = None
 
     def measure_if_due(self, model: nn.Module, step: int) -> float | None:
         """The new value when `step` is a RankMe step (step 0: before training), else None."""
-        if self.crops is None or not (step == self.last_step or step % self.every_steps == 0):
+        if self.pool is None or not (step == self.last_step or step % self.every_steps == 0):
             return None
-        self.latest = measure_rankme(model, self.crops, device=self.device)
+        self.latest_record = measure_pool_rankme(model, self.pool, device=self.device)
+        self.latest = self.latest_record.value
         return self.latest
 
 

@@ -104,6 +104,19 @@ def _crop_udf(manifest: dict, *, crop_frames: int, seed: int, normalize: bool, s
     )
 
 
+def pool_normaliser(manifest: dict):
+    """float16 (frames, n_mels) -> float32 normalised exactly as the training crops are (RankMe pool)."""
+    crop = _crop_udf(manifest, crop_frames=1, seed=0, normalize=True, split=None, min_frames=None)
+
+    def normalise(mel16: np.ndarray) -> np.ndarray:
+        mel = mel16.astype(np.float32)
+        if crop.per_clip:
+            return normalize_clip(mel)
+        return (mel - crop.bin_mean) / crop.bin_std
+
+    return normalise
+
+
 def _checked_part_files(shard_dir: str | Path, manifest: dict, split: str | None, crop_frames: int):
     if crop_frames <= 0:
         raise ValueError(f"crop_frames must be positive, got {crop_frames}")

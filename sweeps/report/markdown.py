@@ -22,6 +22,7 @@ from sweeps.report.fits import (
     usable_trials,
 )
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.rankme_pool_check import rankme_pool_lines
 from sweeps.report.task_laws import task_laws_markdown
 from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
@@ -257,7 +258,7 @@ def study_markdown(
             f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns
         )
         sections.append(f"Best quality Q = {best['q']:.4f} ({described}).")
-    sections += q_of_r_section(table, study)
+    sections += q_of_r_section(table, study) + rankme_pool_lines(trials)
     sections += ["", "## Fitted laws", ""]
     if study.fits:
         sections.append(fit_table_markdown(study))

@@ -2,8 +2,9 @@
 
 Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
 - params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
-- metrics: `rankme` at each logged training step (pretraining writes it), `eval_rankme` (RankMe
-  of the final checkpoint at the evaluation's fixed N), `q` (final quality), `q_ci_low` /
+- metrics: `rankme` at each logged training step (pretraining writes it, with params `rankme_n`,
+  `rankme_pool`), `eval_rankme` (RankMe of the final checkpoint on the study's RankMe pool) with
+  `eval_rankme_n` and tags `eval_rankme_pool`, `eval_rankme_capped` (N < 8 K), `q` (final quality), `q_ci_low` /
   `q_ci_high` (its 95% interval over probe seeds, when there are two or more), `score/<task>`
 - optional, written by pretraining when it knows them: param `train_steps` (the planned horizon:
   early prediction compares trials at fractions of it) and param, metric or tag `converged` (true
@@ -69,7 +70,7 @@ class TrialResult:
     hours: float
     flops: float  # training FLOPs, Kaplan's 6 x params x tokens processed
     mask_ratio: float
-    rankme: float  # final checkpoint, evaluation's fixed N: the R of Q(R)
+    rankme: float  # final checkpoint, on the RankMe pool: the R of Q(R)
     rankme_by_step: dict[int, float]  # over training: early prediction
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
@@ -78,6 +79,10 @@ class TrialResult:
     q_ci_high: float = math.nan
     configuration: str | None = None  # bootstrap unit; defaults to the trial name
     rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
+    # What makes `rankme` comparable (pipeline.pool_rankme.PoolRankMe): N, the pool, N < 8 K.
+    rankme_n: int = 0
+    rankme_pool: str = ""
+    rankme_capped: bool = False
 
 
 def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
@@ -95,8 +100,10 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
     # One probe seed gives no interval (NaN): log none rather than a NaN metric.
     bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
     interval = {key: value for key, value in bounds.items() if np.isfinite(value)}
-    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, **scores, **interval}, step=final_step)
-    run.set_tags({STATUS_TAG: STATUS_OK})
+    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, **scores,
+                     **interval}, step=final_step)
+    run.set_tags({STATUS_TAG: STATUS_OK, "eval_rankme_pool": result.rankme_pool,
+                  "eval_rankme_capped": result.rankme_capped})
 
 
 def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
@@ -132,6 +139,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
         row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
         row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
+        row.update(_rankme_pool_columns(params, metrics, tags))
         for key in ("q_ci_low", "q_ci_high"):  # absent with one probe seed and in older studies
             row[key] = metrics[key][-1][1] if metrics.get(key) else np.nan
         for key, history in metrics.items():
@@ -148,6 +156,17 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
     if CONVERGED_KEY in table.columns:  # rows of runs that never said stay unconverged, not NaN
         table[CONVERGED_KEY] = table[CONVERGED_KEY].fillna(False).astype(bool)
     return table
+
+
+def _rankme_pool_columns(params: dict, metrics: dict, tags: dict) -> dict[str, Any]:
+    """N, pool and capped flag of the evaluation's R, and the pool and N training measured on."""
+    return {
+        "rankme_n": metrics["eval_rankme_n"][-1][1] if metrics.get("eval_rankme_n") else np.nan,
+        "rankme_pool": tags.get("eval_rankme_pool", ""),
+        "rankme_capped": str(tags.get("eval_rankme_capped", "")).lower() == "true",
+        "training_rankme_n": float(params.get("rankme_n", np.nan)),
+        "training_rankme_pool": params.get("rankme_pool", ""),
+    }
 
 
 def _converged_flag(params: dict, metrics: dict, tags: dict) -> bool | None:

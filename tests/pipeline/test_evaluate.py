@@ -18,7 +18,7 @@ from pipeline.evaluate.task_data import TaskFormatError
 from pipeline.tracking import list_artifacts, read_run, start_or_resume_run
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
 
-QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--patience", "2", "--rankme-n", "40"]
+QUICK_ARGS = ["--seeds", "2", "--grid-points", "2", "--max-epochs", "9", "--patience", "2", "--task-rankme-n", "40"]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def _checkpoint(directory, step=5, extra=None):
 
 def test_evaluate_checkpoint_scores_every_task(tmp_path, tasks_dir):
     result = evaluate_checkpoint(
-        _checkpoint(tmp_path / "ckpt"), tasks_dir=tasks_dir, rankme_n=50, seeds=2,
+        _checkpoint(tmp_path / "ckpt"), tasks_dir=tasks_dir, task_rankme_n=50, seeds=2,
         probe_training=ProbeTrainingConfig(max_epochs=9, patience_checks=2, grid_points=2),
     )
     assert set(result.task_scores) == {"tones", "mixtures"}
@@ -44,8 +44,9 @@ def test_evaluate_checkpoint_scores_every_task(tmp_path, tasks_dir):
     assert result.task_scores["tones"]["mean"] > 0.6
     assert result.q == pytest.approx((result.task_scores["tones"]["mean"] + result.task_scores["mixtures"]["mean"]) / 2)
     assert 0.0 <= result.q <= 1.0
-    assert (result.rankme_n, result.rankme_k) == (50, 240)
-    assert 1.0 <= result.rankme <= 50
+    # No training shards recorded: no pool, so R is NaN; the task-audio diagnostic keeps its N.
+    assert math.isnan(result.rankme) and result.rankme_capped
+    assert result.task_rankme_n == 50 and 1.0 <= result.task_rankme <= 50
     for score in result.task_scores.values():
         assert score["ci_low"] <= score["mean"] <= score["ci_high"]
         assert len(score["seed_scores"]) == 2
@@ -62,13 +63,14 @@ def test_cli_logs_to_mlflow_and_writes_tables(tmp_path, tasks_dir, tracking_uri,
     assert main(["--checkpoint", str(checkpoint), "--tasks-dir", str(tasks_dir), "--tasks", "tones",
                  "--tracking-uri", tracking_uri, "--output", str(output), *QUICK_ARGS]) == 0
     printed = capsys.readouterr().out
-    assert "tones" in printed and "RankMe" in printed and "N=40, K=240" in printed
+    assert "tones" in printed and "task-audio RankMe" in printed and "N=40, diagnostic" in printed
     saved = json.loads((output / "evaluation.json").read_text())
     run = read_run(tracking_uri, saved["run_id"])
-    assert run["params"]["rankme_n"] == "40" and run["params"]["rankme_k"] == "240"
+    assert run["params"]["task_rankme_n"] == "40" and run["params"]["rankme_k"] == "240"
+    assert run["tags"]["rankme_capped"] == "true"
     assert (run["params"]["probe_max_epochs"], run["params"]["probe_grid_points"]) == ("9", "2")
     assert run["metrics"]["q"] == [(12, pytest.approx(saved["q"]))]
-    assert run["metrics"]["rankme"] == [(12, pytest.approx(saved["rankme"]))]
+    assert run["metrics"]["task_rankme"] == [(12, pytest.approx(saved["task_rankme"]))]
     assert run["metrics"]["tones/score"][0][1] == pytest.approx(saved["task_scores"]["tones"]["mean"])
     assert "tones/ci_low" in run["metrics"]
     assert sorted(list_artifacts(tracking_uri, saved["run_id"], "evaluation")) == [
@@ -88,7 +90,8 @@ def test_cli_with_run_id_finds_checkpoint_and_logs_under_pretraining_run(tmp_pat
                  "--tracking-uri", tracking_uri, *QUICK_ARGS]) == 0
     parent = read_run(tracking_uri, pretraining.run_id)
     assert [step for step, _ in parent["metrics"]["eval_q"]] == [8]
-    assert parent["metrics"]["eval_rankme_n"] == [(8, 40.0)]
+    assert parent["metrics"]["eval_rankme_n"] == [(8, 0.0)]  # no pool: the checkpoint names no shards
+    assert parent["tags"]["eval_rankme_capped"] == "true"
     saved = json.loads((storage / "debug-run" / "checkpoint_step_00000008" / "evaluation" / "evaluation.json").read_text())
     child = read_run(tracking_uri, saved["run_id"])
     assert child["tags"]["mlflow.parentRunId"] == pretraining.run_id
@@ -99,7 +102,7 @@ def test_probe_flag_names_the_schedule_and_overrides_apply_on_top(tmp_path, task
     output = tmp_path / "out"
     assert main(["--checkpoint", str(_checkpoint(tmp_path / "ckpt")), "--tasks-dir", str(tasks_dir), "--tasks", "tones",
                  "--tracking-uri", tracking_uri, "--output", str(output), "--probe", "quick", "--max-epochs", "6",
-                 "--seeds", "2", "--rankme-n", "40"]) == 0
+                 "--seeds", "2", "--task-rankme-n", "40"]) == 0
     saved = json.loads((output / "evaluation.json").read_text())
     quick = PROBE_SCHEDULES["quick"]
     # The quick schedule's values, except the one overridden.

@@ -40,7 +40,7 @@ def test_language_task_is_marked_in_its_metadata(tasks_dir):
 def test_cli_with_agent_head_scores_the_language_task_with_it(tasks_dir, checkpoint, tracking_uri, tmp_path, capsys):
     output = tmp_path / "out"
     assert main(["--checkpoint", str(checkpoint), "--tasks-dir", str(tasks_dir), "--tasks", "tones,toy_language",
-                 "--lid-head", "agent", "--probe", "quick", "--seeds", "2", "--rankme-n", "40",
+                 "--lid-head", "agent", "--probe", "quick", "--seeds", "2", "--task-rankme-n", "40",
                  "--tracking-uri", tracking_uri, "--output", str(output)]) == 0
     printed = capsys.readouterr().out
     assert "toy_language: top1_acc" in printed and "by lid-agent" in printed
@@ -63,6 +63,6 @@ def test_cli_with_agent_head_scores_the_language_task_with_it(tasks_dir, checkpo
 
 def test_lid_head_without_a_language_task_warns_and_keeps_the_mlp(tasks_dir, checkpoint):
     with pytest.warns(UserWarning, match="none of the tasks"):
-        result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_names=["tones"], rankme_n=20, seeds=1,
+        result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_names=["tones"], task_rankme_n=20, seeds=1,
                                      probe_training=QUICK_PROBE_TRAINING, lid_probe=LidProbeConfig(attention="self"))
     assert result.task_scores["tones"]["probe"] == "mlp-quick"

@@ -28,7 +28,7 @@ def checkpoint(tmp_path_factory):
 
 
 def _numbers(result):
-    return result.q, result.rankme, {task: score["seed_scores"] for task, score in result.task_scores.items()}
+    return result.q, result.task_rankme, {task: score["seed_scores"] for task, score in result.task_scores.items()}
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +36,13 @@ def serial(checkpoint, tasks_dir):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the workers run one thread each; the same arithmetic, bit for bit
     try:
-        return evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, rankme_n=50, seeds=2, probe_training=SHORT, workers=1)
+        return evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_rankme_n=50, seeds=2, probe_training=SHORT, workers=1)
     finally:
         torch.set_num_threads(threads)
 
 
 def test_two_worker_processes_give_the_serial_numbers(checkpoint, tasks_dir, serial):
-    parallel = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, rankme_n=50, seeds=2, probe_training=SHORT, workers=2)
+    parallel = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_rankme_n=50, seeds=2, probe_training=SHORT, workers=2)
     assert list(parallel.task_scores) == list(serial.task_scores) == ["mixtures", "tones"]  # task order, not finish order
     assert _numbers(parallel) == _numbers(serial)
     assert serial.task_scores["tones"]["mean"] > 0.6  # real scores, not a degenerate agreement
@@ -58,12 +58,12 @@ def test_worker_processes_start_inside_a_ray_task(ray_local, checkpoint, tasks_d
     def evaluate_in_ray() -> tuple:
         from pipeline.evaluate.run import evaluate_checkpoint
 
-        result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, rankme_n=50, seeds=2, probe_training=short, workers=2)
-        return result.q, result.rankme, {task: score["seed_scores"] for task, score in result.task_scores.items()}
+        result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_rankme_n=50, seeds=2, probe_training=short, workers=2)
+        return result.q, result.task_rankme, {task: score["seed_scores"] for task, score in result.task_scores.items()}
 
     assert ray_local.get(evaluate_in_ray.remote()) == _numbers(serial)
 
 
 def test_workers_below_one_is_an_error(checkpoint, tasks_dir):
     with pytest.raises(ValueError, match="workers must be at least 1"):
-        evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, rankme_n=50, seeds=1, probe_training=SHORT, workers=0)
+        evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_rankme_n=50, seeds=1, probe_training=SHORT, workers=0)

@@ -49,7 +49,7 @@ def tiny_config(shards_dir: Path, workdir: Path, **changes) -> PretrainConfig:
         log_every_steps=2,
         checkpoint_every_steps=CHECKPOINT_EVERY,
         rankme_every_steps=6,
-        rankme_num_clips=16,
+        rankme_n=16,
         run_name="tiny",
         storage_path=str(workdir / "ray_results"),
         tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",

@@ -45,7 +45,7 @@ def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
         log_trial_result(child, TrialResult(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
             mask_ratio=ratio, rankme=rankme, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
-            q_ci_low=q - 0.01, q_ci_high=q + 0.01,
+            q_ci_low=q - 0.01, q_ci_high=q + 0.01, rankme_n=600, rankme_pool="pool1", rankme_capped=ratio > 0.9,
         ))  # fmt: skip
         child.finish()
     crashed = tracking.start_or_resume_run(
@@ -76,6 +76,9 @@ def test_trial_table_round_trips_through_mlflow(study_store):
     assert ok["score/esc50"].iloc[0] == pytest.approx(ok["q"].iloc[0] - 0.1)
     assert (ok["q_ci_high"] - ok["q_ci_low"]).to_numpy() == pytest.approx([0.02] * 6)
     assert np.isnan(table.loc[table["status"] == "failed", "q_ci_low"]).all()
+    # Every R of the study records its pool and N, and the capped flag (N < 8 K) comes back.
+    assert set(ok["rankme_pool"]) == {"pool1"} and set(ok["rankme_n"]) == {600.0}
+    assert ok["rankme_capped"].tolist() == [False] * 5 + [True]
 
 
 def test_refit_logs_laws_figures_and_report_to_the_study_run(study_store):
