@@ -1,7 +1,7 @@
 """Evaluate a pretrained checkpoint: RankMe R and probe quality Q on labeled HEAR tasks.
 
 `evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` measures RankMe R on the checkpoint's RankMe pool
-(pretraining-domain crops, the pool its training measured on: pipeline.evaluate.pool_rankme), embeds every
+(pretraining-domain crops, the pool its training measured on: pipeline.evaluate.checkpoint_rankme), embeds every
 task's clips once with the frozen model (their RankMe on a seeded sample of `task_rankme_n` is kept as
 the diagnostic `task_rankme`: it partly measures how separable the labeled audio is), trains
 the HEAR probe grid per task and seed (under a named schedule, pipeline.evaluate.probes.grid.PROBE_SCHEDULES),
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.evaluate.pool_rankme import checkpoint_pool_rankme
+from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS

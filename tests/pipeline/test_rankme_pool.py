@@ -14,7 +14,7 @@ import torch
 import models
 from pipeline.audio.segments import Segment
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.evaluate.pool_rankme import checkpoint_pool_rankme
+from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.task_jobs import load_embedder
 from pipeline.pool_rankme import measure_pool_rankme
 from pipeline.pretrain.config import PretrainConfig
