@@ -21,6 +21,7 @@ from pipeline.shards.format import read_manifest
 
 MAX_EPOCHS_PER_PASS = 16
 RANKME_SEED = 1_000_003  # a fixed sample, independent of the training seed
+VALIDATION_SEED = 3_000_017  # the validation crops' own fixed sample
 
 
 class ShardMismatchError(ValueError):
@@ -59,7 +60,27 @@ def build_training_dataset(config: PretrainConfig):
         seed=config.seed,
         file_order_seed=config.seed,
         epochs=epochs_per_pass(config, int(manifest["num_rows"])),
+        holdout=("train", validation_holdout_fraction(config)),
     )
+
+
+def validation_holdout_fraction(config: PretrainConfig) -> float:
+    """Share of clips kept out of training for the validation MSE (none when validation is off)."""
+    return config.validation_fraction if config.validation_every_steps > 0 else 0.0
+
+
+def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
+    """Up to `validation_num_clips` fixed crops of the held-out clips (pipeline.shards.holdout)."""
+    crops = read_crops(
+        config.shards_dir, crop_frames=config.crop_frames, seed=VALIDATION_SEED, limit=config.validation_num_clips,
+        holdout=("validation", validation_holdout_fraction(config)),
+    )  # fmt: skip
+    if not len(crops):
+        raise ValueError(
+            f"no held-out clips in {config.shards_dir} for the validation MSE: raise --validation-fraction "
+            f"({config.validation_fraction}) or set --validation-every 0"
+        )
+    return torch.from_numpy(crops)
 
 
 def load_rankme_crops(config: PretrainConfig) -> torch.Tensor:

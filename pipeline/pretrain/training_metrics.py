@@ -30,17 +30,31 @@ def measure_rankme(model: nn.Module, crops: torch.Tensor, *, device: torch.devic
 
 
 class RankMeSchedule:
-    """RankMe of fixed crops every `every_steps` steps and at the last; `latest` is the newest value.
+    """RankMe of fixed crops every `every_steps` steps (0: none), at each of `steps` (Table III's in the
+    study) and at the last; `latest` is the newest value. `crops` None (RankMe off, or not rank 0)
+    measures nothing; `is_due` answers the same on every rank."""
 
-    `crops` None (RankMe off, or not rank 0) measures nothing."""
-
-    def __init__(self, crops: torch.Tensor | None, *, every_steps: int, last_step: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        crops: torch.Tensor | None,
+        *,
+        every_steps: int,
+        last_step: int,
+        device: torch.device,
+        steps: tuple[int, ...] = (),
+    ) -> None:
         self.crops, self.every_steps, self.last_step, self.device = crops, every_steps, last_step, device
+        self.steps = frozenset(steps)
         self.latest: float | None = None
+
+    def is_due(self, step: int) -> bool:
+        if not (self.every_steps > 0 or self.steps):
+            return False
+        return step in (0, self.last_step) or step in self.steps or (self.every_steps > 0 and step % self.every_steps == 0)
 
     def measure_if_due(self, model: nn.Module, step: int) -> float | None:
         """The new value when `step` is a RankMe step (step 0: before training), else None."""
-        if self.crops is None or not (step == self.last_step or step % self.every_steps == 0):
+        if self.crops is None or not self.is_due(step):
             return None
         self.latest = measure_rankme(model, self.crops, device=self.device)
         return self.latest
