@@ -5,6 +5,7 @@
         --max-concurrent 8 --address auto
     python -m sweeps.scaling --grid mask_ratio --resume     (continue an interrupted study)
     python -m sweeps.scaling --grid mask_ratio --rankme-early-stop   (stop low-RankMe trials early)
+    python -m sweeps.scaling --grid size --profile paper --plan      (print each trial's configuration)
 
 Each trial pretrains and evaluates one grid point; the study is one MLflow parent run with a
 child run per trial, and ends with the fitted laws, figures and a report logged to the parent.
@@ -28,6 +29,7 @@ from sweeps.study.early_stop_rule import (
     planned_steps_saved_fraction,
 )
 from sweeps.study.grids import GRIDS, PROFILES, expand_grids
+from sweeps.study.plan import plan_text
 
 
 def default_grid_saving() -> str:
@@ -90,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="decide at the first RankMe step at or after this share of a trial's steps (default: %(default)s)",
     )
     parser.add_argument("--min-samples", type=int, default=d["early_stop_min_samples"])
+    parser.add_argument(
+        "--plan", action="store_true", help="print each trial's resolved configuration and exit (runs nothing)"
+    )
     return parser
 
 
@@ -117,6 +122,13 @@ def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.plan:  # the resolved recipe of every trial (sweeps.study.plan); no Ray, no MLflow
+        try:
+            print(plan_text(args.grid, args.profile))
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
     try:
         outcome = run_study(study_config_from_args(args))
     except (ValueError, MissingPackagesError, OutputDirectoryError) as error:

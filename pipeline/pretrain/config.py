@@ -16,12 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import paths
-from pipeline.pretrain.flags import field_flag, filled_by_program, flag, parse_override
+from pipeline.pretrain.flags import (
+    field_flag,
+    filled_by_program,
+    flag,
+    parse_override,
+    parse_steps,
+)
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+OPTIMIZERS = ("adamw", "adamw8bit")
 
 
 def _placement_from_spread(spread: bool) -> str:
@@ -69,6 +76,11 @@ class PretrainConfig:
     warmup_steps: int | None = flag("--warmup-steps", None, "linear warmup steps (default: 10%% of --steps)")
     min_lr_ratio: float = flag("--min-lr-ratio", 0.0, "cosine floor as a fraction of the peak lr")
     grad_clip_norm: float = flag("--grad-clip-norm", 1.0, "gradients are clipped to this total norm")
+    # The RankMe study's recipe (sweeps.study.recipe, App. B): its lr is a peak, not a base to rescale.
+    peak_lr: float | None = flag("--peak-lr", None, "peak lr used as given, without batch/256 scaling (replaces --lr)")
+    optimizer: str = flag(
+        "--optimizer", "adamw", "adamw, or adamw8bit (bitsandbytes, GPU; AdamW with a logged note where unavailable)"
+    )
     seed: int = flag("--seed", 0, "seed of the initial weights, the masking and the crop order")
 
     # Where it runs.
@@ -106,6 +118,21 @@ class PretrainConfig:
     rankme_every_steps: int = flag("--rankme-every", 100, "steps between RankMe measurements (0: off)")
     # None: the paper's 30,000 (Deng et al. Sec. III-C), or every crop the shards hold when fewer.
     rankme_n: int | None = flag("--rankme-n", None, "crops in the RankMe pool (default: 30000, or all the shards hold)")
+    rankme_steps: tuple[int, ...] = flag(
+        "--rankme-steps", (), "comma-separated steps to measure RankMe at as well (e.g. Table III's 50000,100000)",
+        parse_text=parse_steps, to_field=tuple,
+    )  # fmt: skip
+    # Validation MSE on held-out shard rows (pipeline.pretrain.validation): `converged` and early stopping.
+    validation_every_steps: int = flag("--validation-every", 0, "steps between validation-MSE checks (0: off)")
+    validation_patience: int = flag("--validation-patience", 5, "checks without improvement that mean converged")
+    validation_tolerance: float = flag(
+        "--validation-tolerance", 1e-3, "an improvement is a relative fall of the best validation MSE above this"
+    )
+    validation_stop: bool = flag("--validation-stop", False, "stop training once converged (the study's early stop)")
+    validation_fraction: float = flag(
+        "--validation-fraction", 0.01, "share of shard clips held out of training for validation (seeded by clip id)"
+    )
+    validation_num_clips: int = flag("--validation-clips", 512, "held-out crops the validation MSE is measured on")
     num_checkpoints_to_keep: int = flag("--keep-checkpoints", 2, "checkpoints kept in storage, the latest ones")
     max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
     shuffle_buffer_crops: int = flag(
@@ -143,7 +170,8 @@ class PretrainConfig:
         at_least = {
             "steps": 1, "global_batch_size": 1, "log_every_steps": 1, "checkpoint_every_steps": 1,
             "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
-            "shuffle_buffer_crops": 0,
+            "shuffle_buffer_crops": 0, "validation_every_steps": 0, "validation_patience": 1,
+            "validation_num_clips": 1,
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
             "num_workers": 1,
         }  # fmt: skip
@@ -161,6 +189,12 @@ class PretrainConfig:
                 f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm > 0; got {self.base_lr}, "
                 f"{self.weight_decay}, {self.grad_clip_norm}"
             )
+        if any(step < 1 for step in self.rankme_steps) or not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"need --rankme-steps >= 1 and --validation-fraction in [0, 1); got {self.rankme_steps}, "
+                             f"{self.validation_fraction}")
+        if self.optimizer not in OPTIMIZERS or (self.peak_lr is not None and self.peak_lr <= 0):
+            raise ValueError(f"--optimizer must be one of {OPTIMIZERS} and --peak-lr > 0; got {self.optimizer!r}, "
+                             f"{self.peak_lr}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
 

@@ -16,11 +16,12 @@ from typing import Any
 import torch
 
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.shards.crops import crop_dataset
+from pipeline.shards.crops import crop_dataset, read_crops
 from pipeline.shards.format import read_manifest
 from pipeline.shards.rankme_pool import RankMePool, select_pool
 
 MAX_EPOCHS_PER_PASS = 16
+VALIDATION_SEED = 3_000_017  # the validation crops' own fixed sample, independent of the training seed
 
 
 class ShardMismatchError(ValueError):
@@ -59,6 +60,7 @@ def build_training_dataset(config: PretrainConfig):
         seed=config.seed,
         file_order_seed=config.seed,
         epochs=epochs_per_pass(config, int(manifest["num_rows"])),
+        holdout=("train", validation_holdout_fraction(config)),
     )
 
 
@@ -67,6 +69,26 @@ def rankme_pool(config: PretrainConfig) -> RankMePool:
     training shards, `rankme_n` of them (None: the paper's 30,000, or all there are when fewer)."""
     # Read in this process: plain pyarrow over the clip ids, no Ray Data job to start.
     return select_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames, n=config.rankme_n)
+
+
+def validation_holdout_fraction(config: PretrainConfig) -> float:
+    """Share of clips kept out of training for the validation MSE (none when validation is off)."""
+    return config.validation_fraction if config.validation_every_steps > 0 else 0.0
+
+
+def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
+    """Up to `validation_num_clips` fixed crops of the held-out clips (pipeline.shards.holdout)."""
+    crops = read_crops(
+        config.shards_dir, crop_frames=config.crop_frames, seed=VALIDATION_SEED, limit=config.validation_num_clips,
+        holdout=("validation", validation_holdout_fraction(config)),
+    )  # fmt: skip
+    if not len(crops):
+        raise ValueError(
+            f"no held-out clips in {config.shards_dir} for the validation MSE: raise --validation-fraction "
+            f"({config.validation_fraction}) or set --validation-every 0"
+        )
+    return torch.from_numpy(crops)
+
 
 
 def iterate_micro_batches(

@@ -95,6 +95,7 @@ def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequen
             "shard_total_hours": manifest["total_hours"],
             "shard_num_rows": manifest["num_rows"],
             "accumulation_steps": config.accumulation_steps,
+            "train_steps": config.steps,  # the planned horizon (sweeps.study.tracking reads it)
             **model.mlflow_params(),
         }
     )

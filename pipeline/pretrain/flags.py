@@ -70,6 +70,14 @@ def parse_override(text: str) -> tuple[str, object]:
         return key, raw  # a bare string such as decoder=cross
 
 
+def parse_steps(text: str) -> tuple[int, ...]:
+    """`50000,100000` -> (50000, 100000), sorted; an empty string -> ()."""
+    try:
+        return tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise SystemExit(f"expected comma-separated whole steps such as 50000,100000, got {text!r}") from None
+
+
 def add_flags(
     parser: argparse.ArgumentParser, config_class: type, *, help_values: dict[str, Any] | None = None
 ) -> None:

@@ -36,14 +36,19 @@ from pipeline.checkpoint import (
 )
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.data import iterate_micro_batches, rankme_pool
-from pipeline.pretrain.optim import build_optimizer, build_scheduler
+from pipeline.pretrain.data import (
+    iterate_micro_batches,
+    load_validation_crops,
+    rankme_pool,
+)
+from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
 from pipeline.pretrain.step import (
     forward_backward,
     freeze_parameters_without_gradients,
     reduce_step_outcome,
 )
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
+from pipeline.pretrain.validation import ValidationSchedule
 from pipeline.tracking import TrackedRun, attach_run
 
 # Ray Train's Result only keeps metrics reported with a checkpoint, so rank 0 leaves the step of
@@ -71,6 +76,8 @@ class WorkerTraining:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     start_step: int  # the last finished step of the restored checkpoint; 0 without one
     frozen_parameter_names: list[str]
+    optimizer_used: str  # "adamw8bit" or "adamw"
+    optimizer_note: str  # why it is not the one asked for; empty when it is
 
 
 def train_loop(config_dict: dict[str, Any]) -> None:
@@ -86,20 +93,29 @@ def train_loop(config_dict: dict[str, Any]) -> None:
     )
     training = build_training(config, place)
     tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if place.rank == 0 else None
-    wants_rankme = place.rank == 0 and config.rankme_every_steps > 0
+    wants_rankme = place.rank == 0 and (config.rankme_every_steps > 0 or bool(config.rankme_steps))
     rankme = RankMeSchedule(
         rankme_pool(config) if wants_rankme else None,
         every_steps=config.rankme_every_steps,
+        steps=config.rankme_steps,
         last_step=config.steps,
+        device=place.device,
+    )
+    validation = ValidationSchedule(
+        load_validation_crops(config) if place.rank == 0 and config.validation_every_steps > 0 else None,
+        every_steps=config.validation_every_steps,
+        patience=config.validation_patience,
+        tolerance=config.validation_tolerance,
         device=place.device,
     )
     if tracker is not None:
         tracker.log_params({"frozen_unused_parameters": sorted(training.frozen_parameter_names)})
+        tracker.set_tags({"optimizer_used": training.optimizer_used, "optimizer_note": training.optimizer_note})
         tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
         if training.start_step == 0 and (initial := rankme.measure_if_due(training.model, 0)) is not None:
             tracker.log_metrics({"rankme": initial}, step=0)
             log_rankme_record(tracker, rankme)
-    if run_steps(config, training, place, tracker, rankme):
+    if run_steps(config, training, place, tracker, (rankme, validation)):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
 
 
@@ -109,12 +125,15 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
     torch.manual_seed(config.seed)
     model = models.build_model(config.model_name, **config.model_build_overrides()).to(place.device)
     frozen_names = freeze_parameters_without_gradients(model, crop_frames=config.crop_frames, device=place.device)
+    optimizer_used, optimizer_note = optimizer_choice(config.optimizer, device_type=place.device.type)
     optimizer = build_optimizer(
         model,
         base_lr=config.base_lr,
         global_batch_size=config.global_batch_size,
         weight_decay=config.weight_decay,
         fused=place.device.type == "cuda",
+        peak_lr=config.peak_lr,
+        optimizer=optimizer_used,
     )
     scheduler = build_scheduler(
         optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio
@@ -130,6 +149,8 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
         scheduler=scheduler,
         start_step=start_step,
         frozen_parameter_names=frozen_names,
+        optimizer_used=optimizer_used,
+        optimizer_note=optimizer_note,
     )
 
 
@@ -138,9 +159,11 @@ def run_steps(
     training: WorkerTraining,
     place: WorkerPlace,
     tracker: TrackedRun | None,
-    rankme: RankMeSchedule,
+    schedules: tuple[RankMeSchedule, ValidationSchedule],
 ) -> bool:
-    """Steps start_step + 1 .. config.steps; False when a non-finite loss stopped them."""
+    """Steps start_step + 1 .. config.steps (fewer once converged, with --validation-stop); False
+    when a non-finite loss stopped them."""
+    rankme, validation = schedules
     micro_batches = iterate_micro_batches(
         ray.train.get_dataset_shard("train"),
         micro_batch_size=config.effective_micro_batch_size,
@@ -166,17 +189,26 @@ def run_steps(
         training.scheduler.step()
         window.end_step(mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
-        measured_rankme = rankme.measure_if_due(training.model, step)
-        if step == config.steps or step % config.log_every_steps == 0 or step % config.checkpoint_every_steps == 0:
+        measured = {"rankme": rankme.measure_if_due(training.model, step)}
+        measured["validation_mse"] = validation.check(training.model, step)
+        stop = validation.is_due(step) and config.validation_stop and agree_on_stop(validation, place)
+        last = step == config.steps or stop
+        if last or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
+            step % config.checkpoint_every_steps == 0
+        ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None:
-                rankme_now = {"rankme": measured_rankme} if measured_rankme is not None else {}
-                tracker.log_metrics({**metrics, **rankme_now}, step=step)
-                if measured_rankme is not None:
+                logged = {k: v for k, v in measured.items() if v is not None}
+                tracker.log_metrics({**metrics, **logged}, step=step)
+                if measured["rankme"] is not None:
                     log_rankme_record(tracker, rankme)
+                if measured["validation_mse"] is not None:
+                    tracker.set_tags(validation.tags())
             if rankme.latest is not None:
                 metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
-            report_step(metrics, training, config=config, step=step, rank=place.rank)
+            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last)
+        if stop:
+            break
     return True
 
 
@@ -187,11 +219,19 @@ def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
     tracker.log_params(record)
 
 
+def agree_on_stop(validation: ValidationSchedule, place: WorkerPlace) -> bool:
+    """Rank 0's convergence verdict, on every rank (they must stop at the same step)."""
+    verdict = torch.tensor([float(validation.rule.converged_step is not None)], device=place.device)
+    if place.world_size > 1:
+        torch.distributed.broadcast(verdict, src=0)
+    return bool(verdict.item() > 0)
+
+
 def report_step(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int
+    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool
 ) -> None:
-    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps."""
-    if step == config.steps or step % config.checkpoint_every_steps == 0:
+    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and the last."""
+    if last or step % config.checkpoint_every_steps == 0:
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank)
     else:
         ray.train.report(metrics)

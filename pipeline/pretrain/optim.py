@@ -7,11 +7,15 @@ Rules (each one has a test in tests/pipeline/test_optim.py):
   left undecayed, because shrinking them towards zero has no regularising meaning.
 - Peak lr = base_lr x global_batch / 256 x model.lr_scale (the linear scaling rule, times
   CrossMAE's gamma/p when the model decodes only part of the masked patches).
+  A run may give its peak instead (`peak_lr`): the RankMe study states 3e-4 at batch 256 (App. B).
 - Linear warmup from 0 to the peak, then a cosine decay to `min_lr_ratio` x peak.
+- "adamw8bit" is bitsandbytes' AdamW8bit (the study's 8-bit AdamW, App. B) on GPU; where bitsandbytes
+  or a GPU is missing it is plain AdamW and `optimizer_choice` says so, for the run to record.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -77,6 +81,16 @@ def split_weight_decay_groups(model: nn.Module) -> tuple[list[str], list[str]]:
     return decay, no_decay
 
 
+def optimizer_choice(requested: str, *, device_type: str) -> tuple[str, str]:
+    """(optimizer used, a note for the run: empty when it is the one requested)."""
+    if requested != "adamw8bit":
+        return requested, ""
+    if device_type != "cuda" or importlib.util.find_spec("bitsandbytes") is None:
+        why = "no GPU" if device_type != "cuda" else "bitsandbytes is not installed"
+        return "adamw", f"8-bit AdamW requested (the study's, App. B) but {why}: plain AdamW used instead"
+    return "adamw8bit", ""
+
+
 def build_optimizer(
     model: nn.Module,
     *,
@@ -84,21 +98,30 @@ def build_optimizer(
     global_batch_size: int,
     weight_decay: float = DEFAULT_WEIGHT_DECAY,
     fused: bool = False,
-) -> torch.optim.AdamW:
-    """AdamW over two parameter groups (decayed / not), at the scaled peak learning rate."""
+    peak_lr: float | None = None,
+    optimizer: str = "adamw",
+) -> torch.optim.Optimizer:
+    """AdamW over two parameter groups (decayed / not), at the scaled peak lr, or `peak_lr` as given.
+
+    `optimizer` "adamw8bit" must already be `optimizer_choice`'s answer (bitsandbytes present, GPU)."""
     bare_model = getattr(model, "module", model)
     bare_model = getattr(bare_model, "_orig_mod", bare_model)
-    peak_lr = scaled_learning_rate(
-        base_lr=base_lr,
-        global_batch_size=global_batch_size,
-        lr_scale=float(getattr(bare_model, "lr_scale", 1.0)),
-    )
+    if peak_lr is None:
+        peak_lr = scaled_learning_rate(
+            base_lr=base_lr,
+            global_batch_size=global_batch_size,
+            lr_scale=float(getattr(bare_model, "lr_scale", 1.0)),
+        )
     decay_names, no_decay_names = split_weight_decay_groups(model)
     params = dict(model.named_parameters())
     groups = [
         {"params": [params[n] for n in decay_names], "weight_decay": weight_decay, "group_name": "decay"},
         {"params": [params[n] for n in no_decay_names], "weight_decay": 0.0, "group_name": "no_decay"},
     ]
+    if optimizer == "adamw8bit":
+        import bitsandbytes  # optional: present only where optimizer_choice found it
+
+        return bitsandbytes.optim.AdamW8bit(groups, lr=peak_lr, betas=ADAMW_BETAS)
     # `fused` runs one kernel per step on GPU; it is not implemented for every CPU dtype.
     return torch.optim.AdamW(groups, lr=peak_lr, betas=ADAMW_BETAS, fused=fused or None)
 

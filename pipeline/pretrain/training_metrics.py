@@ -16,19 +16,33 @@ from pipeline.shards.rankme_pool import RankMePool
 
 
 class RankMeSchedule:
-    """RankMe on the pool every `every_steps` steps and at the last; `latest` is the newest value and
-    `latest_record` its N, K, pool fingerprint and capped flag.
+    """RankMe on the pool every `every_steps` steps (0: none), at each of `steps` (Table III's in the
+    study) and at the last; `latest` is the newest value and `latest_record` its N, K, pool
+    fingerprint and capped flag. `pool` None (RankMe off, or not rank 0) measures nothing; `is_due`
+    answers the same on every rank."""
 
-    `pool` None (RankMe off, or not rank 0) measures nothing."""
-
-    def __init__(self, pool: RankMePool | None, *, every_steps: int, last_step: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        pool: RankMePool | None,
+        *,
+        every_steps: int,
+        last_step: int,
+        device: torch.device,
+        steps: tuple[int, ...] = (),
+    ) -> None:
         self.pool, self.every_steps, self.last_step, self.device = pool, every_steps, last_step, device
+        self.steps = frozenset(steps)
         self.latest: float | None = None
         self.latest_record: PoolRankMe | None = None
 
+    def is_due(self, step: int) -> bool:
+        if not (self.every_steps > 0 or self.steps):
+            return False
+        return step in (0, self.last_step) or step in self.steps or (self.every_steps > 0 and step % self.every_steps == 0)
+
     def measure_if_due(self, model: nn.Module, step: int) -> float | None:
         """The new value when `step` is a RankMe step (step 0: before training), else None."""
-        if self.pool is None or not (step == self.last_step or step % self.every_steps == 0):
+        if self.pool is None or not self.is_due(step):
             return None
         self.latest_record = measure_pool_rankme(model, self.pool, device=self.device)
         self.latest = self.latest_record.value

@@ -33,6 +33,7 @@ from pipeline.shards.format import (
     read_manifest,
     read_shard_table,
 )
+from pipeline.shards.holdout import keep_side
 from pipeline.shards.location import locate_shards
 
 
@@ -58,11 +59,15 @@ class CropBatch:
                  per_clip: bool, bin_mean: np.ndarray | None, bin_std: np.ndarray | None):
         self.crop_frames, self.min_frames, self.seed, self.n_mels = crop_frames, min_frames, seed, n_mels
         self.split, self.per_clip, self.bin_mean, self.bin_std = split, per_clip, bin_mean, bin_std
+        self.holdout: tuple[str | None, float] = (None, 0.0)  # (side, fraction): pipeline.shards.holdout
 
     def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
         keep = pc.greater_equal(batch["num_frames"], self.min_frames)
         if self.split is not None:
             keep = pc.and_(keep, pc.fill_null(pc.equal(batch["split"], self.split), False))
+        side = keep_side(batch["clip_id"].to_pylist(), side=self.holdout[0], fraction=self.holdout[1])
+        if side is not None:
+            keep = pc.and_(keep, pa.array(side))
         batch = batch.filter(keep)
         crops = np.empty((batch.num_rows, self.crop_frames, self.n_mels), dtype=np.float32)
         for row, (clip_id, mel16) in enumerate(zip(batch["clip_id"].to_pylist(), mel_matrices(batch["mel"]))):
@@ -149,9 +154,11 @@ class CropPartFiles:
 
 def crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, normalize: bool = True,
                        split: str | None = None, min_frames: int | None = None, num_cpus_per_task: float = 0.5,
-                       file_order_seed: int | None = None, epochs: int = 1):
+                       file_order_seed: int | None = None, epochs: int = 1,
+                       holdout: tuple[str | None, float] = (None, 0.0)):
     """See the module docstring; fractional CPUs keep the reader from starving training workers.
 
+    `holdout`: (side, fraction) of `pipeline.shards.holdout`; (None, 0.0) reads every clip.
     `file_order_seed`: read the part files in an order shuffled with this seed (None: sorted order).
     `epochs`: that many passes over the shards in one dataset; epoch e crops with `seed + e` and, when
     `file_order_seed` is given, reads the files in the order of `file_order_seed + e`.
@@ -168,6 +175,7 @@ def crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, normaliz
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
     crop = _crop_udf(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=split, min_frames=min_frames)
+    crop.holdout = holdout
     items = []
     for epoch in range(epochs):
         order = list(files)
@@ -182,13 +190,14 @@ def crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, normaliz
 
 
 def read_crops(shard_dir: str | Path, *, crop_frames: int, seed: int, limit: int, normalize: bool = True,
-               min_frames: int | None = None) -> np.ndarray:
+               min_frames: int | None = None, holdout: tuple[str | None, float] = (None, 0.0)) -> np.ndarray:
     """The first `limit` crops of `crop_dataset` (sorted file order, one epoch), read here with
     plain pyarrow: float32 (n, crop_frames, n_mels), n <= limit. For small fixed samples (RankMe's),
     where starting a Ray Data job would cost more than reading a file or two."""
     manifest = read_manifest(shard_dir)
     location, files = _checked_part_files(shard_dir, manifest, None, crop_frames)
     crop = _crop_udf(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=None, min_frames=min_frames)
+    crop.holdout = holdout
     parts, count = [], 0
     for path in files:
         if count >= limit:

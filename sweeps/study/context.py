@@ -27,6 +27,8 @@ class StudyContext:
     # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
     # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
     eval_workers: int = 1
+    # The grid profile, whose training recipe (sweeps.study.recipe) every trial's pretraining uses.
+    profile: str = "cpu_default"
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
 

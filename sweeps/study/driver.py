@@ -153,6 +153,7 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         rankme_early_stop=config.rankme_early_stop,
         # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
         quick_probe=config.profile == "cpu_default",
+        profile=config.profile,  # the training recipe (sweeps.study.recipe)
         eval_seeds=2 if config.profile == "cpu_default" else 3,
     )
     return parent, context

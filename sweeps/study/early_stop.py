@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +30,10 @@ from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DEFAULT_MIN_SAMPLES,
+    check_step_among,
     check_step_for,
     rankme_at_decision,
-    rankme_every_steps_for,
+    rankme_steps_for,
     should_stop,
     validate_rule,
 )
@@ -44,8 +45,9 @@ __all__ = [
     "EarlyStopSummary",
     "RankMeEarlyStopScheduler",
     "TrialCheck",
+    "check_step_among",
     "check_step_for",
-    "rankme_every_steps_for",
+    "rankme_steps_for",
     "should_stop",
     "summarize_early_stop",
     "summarize_study_table",
@@ -87,7 +89,7 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
         min_samples: int = DEFAULT_MIN_SAMPLES,
         trial_name: Callable[[dict[str, Any]], str] = _study_trial_name,
         planned_steps: Callable[[dict[str, Any]], int] = _study_trial_steps,
-        rankme_every_steps: Callable[[int], int] = rankme_every_steps_for,
+        rankme_steps: Callable[[int], Sequence[int]] = rankme_steps_for,
     ) -> None:
         validate_rule(keep_fraction=keep_fraction, check_fraction=check_fraction)
         if min_samples < 1:
@@ -98,7 +100,7 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
         self.min_samples = min_samples
         self._trial_name = trial_name
         self._planned_steps = planned_steps
-        self._rankme_every_steps = rankme_every_steps
+        self._rankme_steps = rankme_steps
         self._seen_by_step: dict[int, list[float]] = defaultdict(list)
         self.checks: dict[str, TrialCheck] = {}
         self.rankme_histories: dict[str, dict[int, float]] = defaultdict(dict)
@@ -112,14 +114,14 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
         name = self._trial_name(trial.config)
         step, rankme = int(result["step"]), float(result["rankme"])
         planned = self._planned_steps(trial.config)
-        every = self._rankme_every_steps(planned)
-        if step % every != 0 and step != planned:
+        rankme_steps = self._rankme_steps(planned)
+        if step not in rankme_steps and step != planned:
             # Training repeats its latest RankMe in every report; only RankMe steps measured it.
             return TrialScheduler.CONTINUE
         self.rankme_histories[name][step] = rankme
         if name in self.checks:
             return TrialScheduler.CONTINUE
-        check_step = check_step_for(planned, rankme_every_steps=every, check_fraction=self.check_fraction)
+        check_step = check_step_among(rankme_steps, planned, check_fraction=self.check_fraction)
         if step < check_step or check_step >= planned:
             return TrialScheduler.CONTINUE
         seen = self._seen_by_step[check_step]

@@ -25,6 +25,8 @@ class GridPoint:
     model_overrides: dict[str, Any] = field(default_factory=dict)
     mask_ratio: float | None = None  # pretraining's --mask-ratio
     max_hours: float | None = None  # prep's --max-hours: a seeded, nested subset
+    # The hours this grid's study used, when no other grid of the product sets max_hours.
+    base_hours: float | None = None
     train_steps: int | None = None
     coordinate: Any = None  # the value on this grid's axis, logged with the trial
 
@@ -51,8 +53,8 @@ class BaseTrial:
 
 
 BASE_TRIALS = {
-    # The study's base model; Table III logs RankMe up to 300k steps.
-    "paper": BaseTrial(model_name="mae-en768-12", arch="mae", train_steps=300_000),
+    # The study's base model (en768-12, Sec. IV-B); every model trains 746,000 steps (Sec. III-B, App. B).
+    "paper": BaseTrial(model_name="mae-en768-12", arch="mae", train_steps=746_000),
     # Trains on CPU in seconds per hundred steps (see models' debug sizes).
     "cpu_default": BaseTrial(model_name="mae-debug", arch="mae", train_steps=100),
 }
@@ -64,12 +66,18 @@ PAPER_SIZES = [
 ]  # fmt: skip
 # Overrides of mae-debug, (encoder_dim, encoder_depth): 32k to 500k parameters, 16-wide heads.
 CPU_SIZES = [(16, 1), (32, 2), (48, 2), (64, 3), (96, 4)]
-# Our choice, not the study's: halvings below AudioSet-2M (~5,800 h of 10 s clips).
-PAPER_HOURS = [181.25, 362.5, 725.0, 1450.0, 2900.0, 5800.0]
+# Sec. III-A: "scaling the training data volume from 55 hours to 277,000 hours". The paper gives
+# only the ends; ours: 11 log-spaced points (x2.34 each), 3 significant figures, nested subsets.
+PAPER_HOURS_RANGE = (55.0, 277_000.0)  # Sec. III-A
+PAPER_HOURS = [float(f"{55.0 * (277_000.0 / 55.0) ** (i / 10):.3g}") for i in range(11)]
+PAPER_MASK_GRID_HOURS = 5_333.0  # Sec. IV-B: en768-12 "trained on 5333 hours of audio"
+PAPER_SIZE_COMPUTE_HOURS = 10_666.0  # Sec. IV-D and IV-E: "10,666 hours of audio data"
 # Halvings below the default corpus (3 h); prep takes nested seeded subsets.
 CPU_HOURS = [0.1875, 0.375, 0.75, 1.5, 3.0]
-# Table III's RankMe steps.
-PAPER_STEPS = [50_000, 100_000, 200_000, 300_000]
+# Sec. III-B / App. B: steps "from 2,000 to 746,000"; the paper gives only the ends. Ours: doublings
+# from 2,000, then the full 746,000 (Table III's RankMe steps are logged inside each run instead).
+PAPER_STEPS_RANGE = (2_000, 746_000)  # Sec. III-B, App. B
+PAPER_STEPS = [2_000 * 2**i for i in range(9)] + [746_000]
 CPU_STEPS = [25, 50, 100, 200]
 
 
@@ -77,15 +85,17 @@ def _mask_ratio_points(profile: str) -> list[GridPoint]:
     ratios = (
         [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
     )
-    return [GridPoint(label=f"mask{r:.2f}", mask_ratio=r, coordinate=r) for r in ratios]
+    hours = PAPER_MASK_GRID_HOURS if profile == "paper" else None
+    return [GridPoint(label=f"mask{r:.2f}", mask_ratio=r, base_hours=hours, coordinate=r) for r in ratios]
 
 
 def _size_points(profile: str) -> list[GridPoint]:
     if profile == "paper":
         return [
             GridPoint(
-                label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae", coordinate=f"mae-en{w}-{d}"
-            )
+                label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae",
+                base_hours=PAPER_SIZE_COMPUTE_HOURS, coordinate=f"mae-en{w}-{d}",
+            )  # fmt: skip
             for w, d in PAPER_SIZES
         ]
     return [
@@ -108,7 +118,8 @@ def _data_volume_points(profile: str) -> list[GridPoint]:
 def _compute_points(profile: str) -> list[GridPoint]:
     """Training steps; combine with `size` (--grid size,compute) for the Q(C) frontier."""
     steps = PAPER_STEPS if profile == "paper" else CPU_STEPS
-    return [GridPoint(label=f"s{s}", train_steps=s, coordinate=s) for s in steps]
+    hours = PAPER_SIZE_COMPUTE_HOURS if profile == "paper" else None
+    return [GridPoint(label=f"s{s}", train_steps=s, base_hours=hours, coordinate=s) for s in steps]
 
 
 def _arch_points(profile: str) -> list[GridPoint]:
@@ -176,6 +187,7 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
     overrides: dict[str, Any] = {}
     model_name, arch, train_steps = base.model_name, base.arch, base.train_steps
     mask_ratio, max_hours = None, None
+    base_hours = next((point.base_hours for point in points if point.base_hours is not None), None)
     for point in points:
         overrides.update(point.model_overrides)
         model_name = point.model_name or model_name
@@ -189,7 +201,7 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
         arch=arch,
         model_overrides=overrides,
         mask_ratio=mask_ratio,
-        max_hours=max_hours,
+        max_hours=max_hours if max_hours is not None else base_hours,
         train_steps=train_steps,
         coordinates={name: point.coordinate for name, point in zip(names, points)},
     )

@@ -24,8 +24,9 @@ from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.shards.format import read_manifest
 from pipeline.tracking import TrackedRun
 from sweeps.study.context import StudyContext, child_run_name
-from sweeps.study.early_stop_rule import rankme_every_steps_for
+from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec
+from sweeps.study.recipe import trial_overrides
 from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult
 
 
@@ -38,10 +39,14 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
     model = {"model_name": spec.model_name, "model_overrides": spec.model_overrides, "mask_ratio": spec.mask_ratio}
     if context is None:
         return PretrainConfig(**model)
+    # The profile's recipe: batch, lr schedule, optimizer, Table III's RankMe steps, validation.
+    recipe = trial_overrides(
+        context.profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context.global_batch_size
+    )
     return PretrainConfig(
         **model,
+        **recipe,
         steps=spec.train_steps,
-        global_batch_size=context.global_batch_size,
         use_gpu=context.gpus_per_trial > 0,
         cpus_per_worker=context.cpus_per_worker,
         run_name=child_run_name(context.study_name, spec.name),
@@ -49,9 +54,7 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         tracking_uri=context.tracking_uri,
         experiment_name=STUDY_EXPERIMENT,
         parent_run_id=context.parent_run_id,
-        # Four RankMe points per trial: enough for the early-prediction table.
-        rankme_every_steps=rankme_every_steps_for(spec.train_steps),
-        checkpoint_every_steps=rankme_every_steps_for(spec.train_steps),
+        checkpoint_every_steps=checkpoint_every_steps_for(spec.train_steps),
     )
 
 
@@ -91,7 +94,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         device="cuda" if context.gpus_per_trial > 0 else "cpu",
         workers=context.eval_workers if context.gpus_per_trial == 0 else 1,
     )
-    samples_seen = context.global_batch_size * pretrained.steps
+    samples_seen = config.global_batch_size * pretrained.steps
     q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)
     return TrialResult(
         trial=spec.name,

@@ -140,3 +140,23 @@ def test_bad_schedule_arguments_are_rejected():
     optimizer = build_optimizer(TinyMaskedModel(), base_lr=1e-4, global_batch_size=256)
     with pytest.raises(ValueError, match="min_lr_ratio"):
         build_scheduler(optimizer, warmup_steps=1, total_steps=10, min_lr_ratio=1.5)
+
+
+def test_peak_lr_is_used_as_given_without_batch_scaling():
+    # The RankMe study's 3e-4 is a peak at batch 256 (App. B), not a base to rescale.
+    optimizer = build_optimizer(TinyMaskedModel(), base_lr=1.5e-4, global_batch_size=1024, peak_lr=3e-4)
+    assert all(group["lr"] == pytest.approx(3e-4) for group in optimizer.param_groups)
+
+
+def test_8bit_adamw_falls_back_to_adamw_with_a_note_without_bitsandbytes_or_gpu():
+    from pipeline.pretrain.optim import optimizer_choice
+
+    used, note = optimizer_choice("adamw8bit", device_type="cpu")
+    assert used == "adamw" and "8-bit AdamW requested" in note and "no GPU" in note
+    assert optimizer_choice("adamw", device_type="cuda") == ("adamw", "")
+
+
+def test_cosine_floor_is_ten_percent_of_the_peak_at_the_last_step():
+    # App. B: warmup, then decayed "to 10% of its maximum value".
+    assert warmup_cosine_factor(999, warmup_steps=30, total_steps=1000, min_lr_ratio=0.1) == pytest.approx(0.1)
+    assert warmup_cosine_factor(29, warmup_steps=30, total_steps=1000, min_lr_ratio=0.1) == pytest.approx(1.0)

@@ -170,3 +170,18 @@ def test_non_finite_loss_stops_with_clear_error_and_keeps_checkpoint(shards_dir,
     assert all(torch.isfinite(p).all() for p in model.parameters())
     run = tracking.read_run(config.tracking_uri, tracking.find_run_id(config.tracking_uri, "pretrain", "diverges"))
     assert run["status"] == "FAILED"
+
+
+def test_validation_early_stop_records_converged_and_stops_every_worker(shards_dir, workdir):
+    # tolerance 1.0: no check can improve by more than 100%, so patience 1 converges at the first check.
+    config = tiny_config(
+        shards_dir, workdir, run_name="converges", num_workers=1, micro_batch_size=None, steps=20,
+        validation_every_steps=5, validation_patience=1, validation_tolerance=1.0, validation_stop=True,
+        validation_fraction=0.3, validation_num_clips=8, rankme_every_steps=0, rankme_steps=(3,),
+    )  # fmt: skip
+    result = run_pretraining(config)
+    assert result.steps == 5  # stopped at the first check, with a checkpoint there
+    run = tracking.read_run(config.tracking_uri, result.run_id)
+    assert run["tags"]["converged"] == "true" and run["tags"]["converged_step"] == "5"
+    assert run["params"]["train_steps"] == "20" and "validation_mse" in run["metrics"]
+    assert 3 in dict(result.rankme_history)  # an explicit --rankme-steps step

@@ -89,7 +89,10 @@ SAMPLE_TEXT = {int: "4", float: "0.25", str: "x"}  # 4 divides the default batch
 
 def test_parsing_each_flag_sets_its_field():
     hints = typing.get_type_hints(PretrainConfig)
-    special = {"placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"})}
+    special = {
+        "placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"}),
+        "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)),
+    }  # fmt: skip
     for field in _cli_fields()[0]:
         name = field.metadata[FLAG_KEY].name
         if field.name in special:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ray import tune
 
 from sweeps.laws.forms import SaturatingLaw
-from sweeps.study.early_stop_rule import rankme_every_steps_for
+from sweeps.study.recipe import rankme_steps_for
 from sweeps.study.tracking import TrialResult
 
 # Grid order mask0.50 ... mask0.90; high, low, high, low, high so that the online rule sees the range early.
@@ -32,9 +32,8 @@ def run_curve_trial(spec, context, run) -> TrialResult:
     with open(storage / "executions.txt", "a") as ledger:
         ledger.write(spec.name + "\n")
     level = RANKME_LEVEL[spec.name]
-    every = rankme_every_steps_for(spec.train_steps)
     history = {}
-    for step in range(every, spec.train_steps + 1, every):
+    for step in rankme_steps_for(spec.train_steps):
         history[step] = rankme_curve(level, step, spec.train_steps)
         run.log_metrics({"rankme": history[step]}, step=step)
         tune.report({"step": step, "rankme": history[step]})
@@ -50,8 +49,7 @@ def run_curve_trial(spec, context, run) -> TrialResult:
 
 def scheduler_test_curve(level: float, train_steps: int) -> dict[int, float]:
     """RankMe at each RankMe step of a `train_steps` trial, rising from level * 0.75 to level * 1.5."""
-    every = rankme_every_steps_for(train_steps)
-    return {step: level * (0.5 + step / train_steps) for step in range(every, train_steps + 1, every)}
+    return {step: level * (0.5 + step / train_steps) for step in rankme_steps_for(train_steps)}
 
 
 def curve_trainable(config) -> None:

@@ -44,7 +44,8 @@ def test_cpu_arch_grid_builds_every_architecture():
 def test_data_volume_hours_are_log_spaced_and_ascending(profile):
     hours = np.array([t.max_hours for t in expand_grids("data_volume", profile=profile)])
     ratios = hours[1:] / hours[:-1]
-    assert len(hours) >= 5 and np.allclose(ratios, ratios[0]) and ratios[0] > 1
+    # rtol 1%: the paper profile's hours are rounded to 3 significant figures
+    assert len(hours) >= 5 and np.allclose(ratios, ratios[0], rtol=0.01) and ratios[0] > 1
 
 
 def test_size_by_data_volume_is_the_cartesian_product_with_stable_names():

@@ -19,7 +19,6 @@ from sweeps.study.early_stop_rule import (
     decision_step_for,
     n_trials_kept,
     planned_steps_saved_fraction,
-    rankme_every_steps_for,
     replay_decision_point,
     should_stop,
 )
@@ -68,7 +67,7 @@ def test_live_scheduler_stops_exactly_the_low_rankme_trials_and_matches_the_simu
     results = _run_tune(tmp_path, scheduler)
     assert all(result.error is None for result in results)  # stopped, not failed
 
-    check_step = check_step_for(TRAIN_STEPS, rankme_every_steps=rankme_every_steps_for(TRAIN_STEPS), check_fraction=0.25)
+    check_step = decision_step_for(TRAIN_STEPS, check_fraction=0.25)
     low = sorted(name for name, level in LEVELS.items() if level < np.median(list(LEVELS.values())))
     stopped = scheduler.stopped_trials()
     assert sorted(stopped) == low
@@ -120,13 +119,14 @@ def test_cli_keep_fraction_outside_zero_one_exits_2_naming_the_flag(capsys, trac
 
 
 def test_reports_between_rankme_steps_do_not_count_as_rankme_points():
-    # Pretraining repeats its latest RankMe in every report; only RankMe steps (every 10 of 40) count.
+    # Pretraining repeats its latest RankMe in every report; only RankMe steps count: Table III's
+    # fractions of 40 steps, 3, 6, 11, 17 and 40.
     scheduler = RankMeEarlyStopScheduler(min_samples=1)
     trial = Trial("curve_trainable", config={"trial": {"name": "a", "train_steps": 40}}, stub=True)
-    for step in (0, 5, 10, 15, 20):
+    for step in (3, 5, 6, 10, 11, 15):
         scheduler.on_trial_result(None, trial, {"step": step, "rankme": float(step)})
-    assert scheduler.rankme_histories["a"] == {0: 0.0, 10: 10.0, 20: 20.0}
-    assert scheduler.checks["a"].check_step == 10
+    assert scheduler.rankme_histories["a"] == {3: 3.0, 6: 6.0, 11: 11.0}
+    assert scheduler.checks["a"].check_step == 11
 
 
 @pytest.mark.parametrize("flag,value", [("--keep-fraction", "0"), ("--check-fraction", "1.0")])
@@ -142,11 +142,12 @@ def test_default_rule_saves_at_least_40_percent_of_the_default_grid():
     steps = {t.train_steps for t in trials}
     assert len(trials) == 5 and steps == {100}
     assert n_trials_kept(5, DEFAULT_KEEP_FRACTION) == 2  # 0.4 x 5 = 2 exactly, not rounded up to 3
-    assert decision_step_for(100, check_fraction=DEFAULT_CHECK_FRACTION) == 25
+    # RankMe at Table III's fractions of 100 steps (7, 14, 29, 43, 100): the first at or after 25 is 29.
+    assert decision_step_for(100, check_fraction=DEFAULT_CHECK_FRACTION) == 29
     saved = planned_steps_saved_fraction(len(trials), 100)
-    assert saved == pytest.approx(3 * 75 / 500) and saved >= 0.40
-    # Why the default moved: keeping half keeps 3 of 5 and saves 2 x 75 / 500 = 30%.
-    assert planned_steps_saved_fraction(5, 100, keep_fraction=0.5) == pytest.approx(0.30)
+    assert saved == pytest.approx(3 * 71 / 500) and saved >= 0.40
+    # Why the default moved: keeping half keeps 3 of 5 and saves 2 x 71 / 500 = 28%.
+    assert planned_steps_saved_fraction(5, 100, keep_fraction=0.5) == pytest.approx(2 * 71 / 500)
 
 
 def _five_curves(levels: dict[str, float]) -> dict[str, dict[int, float]]:
@@ -159,17 +160,17 @@ def test_replay_at_the_decision_step_keeps_the_top_two_and_says_whether_the_best
     planned = {name: 100 for name in levels}
     replay = replay_decision_point(curves, {n: level / 100 for n, level in levels.items()}, planned)
     assert replay.kept == ["m50", "m70"] and replay.stopped == ["m60", "m80", "m90"]
-    assert set(replay.decision_step.values()) == {25}
-    assert replay.steps_saved_fraction == pytest.approx(0.45)
+    assert set(replay.decision_step.values()) == {29}  # Table III's 200/700 of 100 steps
+    assert replay.steps_saved_fraction == pytest.approx(3 * 71 / 500)
     assert replay.best == "m50" and replay.best_kept
-    assert "Steps saved: 45% of the planned steps, which meets the 40% target." in replay.markdown()
+    assert "Steps saved: 43% of the planned steps, which meets the 40% target." in replay.markdown()
     assert "is among the kept trials" in replay.markdown()
 
     # The best final Q belongs to a trial with low early RankMe: the replay says it plainly.
     upset = {**{n: level / 100 for n, level in levels.items()}, "m80": 0.9}
     lost = replay_decision_point(curves, upset, planned)
     assert not lost.best_kept and lost.best_kept_trial == "m50"
-    assert "(m80, Q 0.9000) was NOT kept: this rule would have stopped it at step 25" in lost.markdown()
+    assert "(m80, Q 0.9000) was NOT kept: this rule would have stopped it at step 29" in lost.markdown()
     assert "changed the study's pick to m50 (Q 0.6000)" in lost.markdown()
 
 
