@@ -20,6 +20,7 @@ import sys
 from pipeline import tracking
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
+from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.study.config import StudyConfig
 from sweeps.study.driver import run_study
 from sweeps.study.early_stop_rule import (
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
     parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
     parser.add_argument(
+        "--probe", choices=list(SCENE_PROBES), default=d["probe"],
+        help="scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
+        "run, and Q compares only within one probe (default: the profile's: quick for cpu_default, hear for paper)",
+    )
+    parser.add_argument(
         "--rankme-early-stop",
         action="store_true",
         help="stop a trial whose RankMe at --check-fraction of its steps is not in the top --keep-fraction "
@@ -113,6 +119,7 @@ def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
         max_concurrent=args.max_concurrent,
         address=args.address,
         n_bootstrap=args.n_bootstrap,
+        probe=args.probe,
         rankme_early_stop=args.rankme_early_stop,
         early_stop_keep_fraction=args.keep_fraction,
         early_stop_check_fraction=args.check_fraction,

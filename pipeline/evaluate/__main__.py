@@ -14,10 +14,16 @@ from pipeline.evaluate.probes.grid import (
     PROBE_SCHEDULES,
     ProbeTrainingConfig,
     full_grid,
-    probe_schedule,
 )
+from pipeline.evaluate.probes.knn import KnnProbeConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
-from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
+from pipeline.evaluate.probes.linear import LinearProbeConfig
+from pipeline.evaluate.probes.scene import (
+    DEFAULT_SEEDS,
+    SCENE_PROBES,
+    SceneProbe,
+    scene_probe,
+)
 from pipeline.evaluate.run import (
     DEFAULT_TASK_RANKME_N,
     evaluate_checkpoint,
@@ -41,12 +47,18 @@ def _describe_schedule(config: ProbeTrainingConfig) -> str:
 
 
 def _probe_help() -> str:
+    linear, knn = LinearProbeConfig(), KnnProbeConfig()
     return (
-        f"MLP probe schedule. hear: HEAR 2021's predictor schedule ({_describe_schedule(PROBE_SCHEDULES['hear'])}), "
-        "what the papers report. quick: the same probe family, cut down "
+        f"scene probe. hear: HEAR 2021's predictor schedule ({_describe_schedule(PROBE_SCHEDULES['hear'])}), "
+        "an MLP grid and what the papers report. quick: the same probe family, cut down "
         f"({_describe_schedule(PROBE_SCHEDULES['quick'])}); it exists because HEAR's schedule costs tens of "
         "minutes per checkpoint on 2 CPU cores, too slow to score every trial of a CPU study. "
-        "The name is recorded in the results and in MLflow (probe_schedule)"
+        "linear: logistic regression on train-standardised embeddings (multinomial; one per class for multilabel "
+        f"tasks), C in {list(linear.c_grid)} chosen on validation. knn: cosine kNN on train-standardised, "
+        f"L2-normalised embeddings, {knn.vote} vote, k in {list(knn.k_grid)} chosen on validation. linear and knn "
+        "are deterministic (every seed gives the same score) and score language-ID tasks on scene embeddings too. "
+        "The name is recorded in the results and in MLflow (probe_schedule; each task's <task>/probe); "
+        "compare Q only between results of the same probe"
     )
 
 
@@ -66,16 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rankme-n", type=int, default=None, help="crops in the RankMe pool; None: the checkpoint's (30000, or all its shards hold)")
     parser.add_argument("--task-rankme-n", type=int, default=DEFAULT_TASK_RANKME_N, help="task clips the diagnostic task-audio RankMe uses")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)")
-    parser.add_argument("--probe", choices=sorted(PROBE_SCHEDULES), default="hear", help=_probe_help())
-    parser.add_argument("--grid-points", type=int, default=None, help="override: probe configs sampled per seed; None: the schedule's")
-    parser.add_argument("--max-epochs", type=int, default=None, help="override: probe epochs at most; None: the schedule's")
-    parser.add_argument("--patience", type=int, default=None, help="override: validation checks without improvement before stopping; None: the schedule's")
+    parser.add_argument("--probe", choices=list(SCENE_PROBES), default="hear", help=_probe_help())
+    parser.add_argument("--grid-points", type=int, default=None, help="MLP override: probe configs sampled per seed; None: the schedule's")
+    parser.add_argument("--max-epochs", type=int, default=None, help="MLP override: probe epochs at most; None: the schedule's")
+    parser.add_argument("--patience", type=int, default=None, help="MLP override: validation checks without improvement before stopping; None: the schedule's")
     parser.add_argument(
         "--lid-head", choices=(NO_LID_HEAD, *ATTENTION_KINDS), default=NO_LID_HEAD,
         help="language-ID tasks only (task_metadata.json label_kind 'language': language_real, language_synthetic): "
         "score them with the model zoo's attentive-statistics-pooling head with this attention on frame embeddings "
         f"instead of the MLP on their mean (4 heads, width 64, dropout 0.2, Adam lr 1e-4, <= {LidProbeConfig().max_epochs} "
-        "epochs with early stopping on validation accuracy); none: the MLP everywhere",
+        "epochs with early stopping on validation accuracy); none: the MLP everywhere. MLP probes (hear, quick) only",
     )
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store")
     parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation")
@@ -95,14 +107,18 @@ def default_workers(device: str) -> int:
     return 1 if device != "cpu" else max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def probe_training_from(args: argparse.Namespace) -> ProbeTrainingConfig:
-    """The named schedule with the explicit overrides applied; bad overrides exit with a message."""
-    schedule = probe_schedule(args.probe)
+def probe_training_from(args: argparse.Namespace) -> SceneProbe:
+    """The named probe with the explicit MLP overrides applied; bad overrides exit with a message."""
+    schedule = scene_probe(args.probe)
     overrides = {
         field: value
         for field, value in (("grid_points", args.grid_points), ("max_epochs", args.max_epochs), ("patience_checks", args.patience))
         if value is not None
     }
+    if not isinstance(schedule, ProbeTrainingConfig):
+        if overrides or args.lid_head != NO_LID_HEAD:
+            raise SystemExit(f"--grid-points, --max-epochs, --patience and --lid-head go with the MLP probes (hear, quick), not {args.probe}")
+        return schedule
     if any(value < 1 for value in overrides.values()):
         raise SystemExit("--grid-points, --max-epochs and --patience must be positive")
     grid_size = len(full_grid(schedule.hidden_layer_choices))

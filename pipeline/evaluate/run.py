@@ -1,12 +1,15 @@
 """Evaluate a pretrained checkpoint: RankMe R and probe quality Q on labeled HEAR tasks.
 
 `evaluate_checkpoint(checkpoint_dir, tasks_dir=...)` measures RankMe R on the checkpoint's RankMe pool
-(pretraining-domain crops, the pool its training measured on: pipeline.evaluate.checkpoint_rankme), embeds every
-task's clips once with the frozen model (their RankMe on a seeded sample of `task_rankme_n` is kept as
-the diagnostic `task_rankme`: it partly measures how separable the labeled audio is), trains
-the HEAR probe grid per task and seed (under a named schedule, pipeline.evaluate.probes.grid.PROBE_SCHEDULES),
-and aggregates (pipeline.evaluate.scores). With `lid_probe`, language-ID tasks are scored instead by the
-attentive LID head on frame embeddings (pipeline.evaluate.probes.lid); each task score names its probe.
+(pretraining-domain crops, the pool its training measured on: pipeline.evaluate.checkpoint_rankme),
+embeds every task's clips once with the frozen model (their RankMe on a seeded sample of
+`task_rankme_n` is kept as the diagnostic `task_rankme`: it partly measures how separable the
+labeled audio is), trains one scene probe per task and seed (the HEAR MLP grid under a named
+schedule, or the linear or kNN probe: pipeline.evaluate.probes.scene.SCENE_PROBES), and aggregates
+(pipeline.evaluate.scores). With `lid_probe` (MLP schedules only), language-ID tasks are scored
+instead by the attentive LID head on frame embeddings (pipeline.evaluate.probes.lid); each task
+score names its probe, and `q_probe` the probes behind Q: compare Q only between results with the
+same `q_probe`.
 `log_evaluation` writes the result to MLflow; `write_results` to CSV and JSON.
 CLI: `python -m pipeline.evaluate --help`.
 """
@@ -26,7 +29,7 @@ import numpy as np
 from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
-from pipeline.evaluate.probes.scene import DEFAULT_SEEDS
+from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SceneProbe
 from pipeline.evaluate.scores import TaskScore, quality_q
 from pipeline.evaluate.task_data import TaskInfo, list_task_dirs, read_task_info
 from pipeline.evaluate.task_jobs import (
@@ -59,7 +62,8 @@ class EvaluationResult:
     task_scores: dict[str, dict]  # task -> {"mean", "ci_low", "ci_high", "metric", "seed_scores", "probe"}
     q: float
     seeds: int
-    probe_protocol: dict = field(default_factory=dict)  # ProbeTrainingConfig as a dict ("schedule": its name)
+    probe_protocol: dict = field(default_factory=dict)  # the scene probe's config as a dict ("schedule": its name)
+    q_probe: str = ""  # the probes behind Q, e.g. "linear" or "lid-agent+mlp-hear": Q compares only within one
     lid_probe: dict | None = None  # LidProbeConfig as a dict when language-ID tasks used the LID head
     seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
     run_id: str | None = None
@@ -77,7 +81,7 @@ def evaluate_checkpoint(
     rankme_n: int | None = None,
     task_rankme_n: int = DEFAULT_TASK_RANKME_N,
     seeds: int = DEFAULT_SEEDS,
-    probe_training: ProbeTrainingConfig = ProbeTrainingConfig(),
+    probe_training: SceneProbe = ProbeTrainingConfig(),
     lid_probe: LidProbeConfig | None = None,
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
@@ -86,17 +90,18 @@ def evaluate_checkpoint(
     """RankMe (on the RankMe pool; `rankme_shards` / `rankme_n` override the checkpoint's) and probe
     scores of one checkpoint on the HEAR tasks under `tasks_dir`.
 
+    `probe_training` is the scene probe: an MLP schedule, a linear or a kNN config (scene_probe names them).
     `lid_probe`, when given, scores the language-ID tasks (TaskInfo.is_language_id) with the LID
-    head on frame embeddings; every other task keeps the MLP. `progress`, when given, receives one
-    line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that many processes
+    head on frame embeddings; every other task keeps the MLP. It goes with an MLP schedule only:
+    the linear and kNN probes score every task, language-ID ones too, on scene embeddings.
+    `progress`, when given, receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that many processes
     of one thread each (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
     started = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device)
     pool_value = checkpoint_pool_rankme(embedder, meta, rankme_shards=rankme_shards, rankme_n=rankme_n)
     seconds_rankme = time.perf_counter() - started
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
-    if lid_probe is not None:
-        _warn_if_no_language_id_task(lid_probe, tasks)
+    _check_lid_probe(lid_probe, probe_training, tasks)
 
     def job(task) -> TaskJob:
         return TaskJob(checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
@@ -123,9 +128,18 @@ def evaluate_checkpoint(
         q=quality_q({name: score.mean for name, score in task_scores.items()}),
         seeds=seeds,
         probe_protocol=asdict(probe_training),
+        q_probe="+".join(sorted({score.probe for score in task_scores.values()})),
         lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
     )
+
+
+def _check_lid_probe(lid_probe: LidProbeConfig | None, probe_training: SceneProbe, tasks: list[TaskInfo]) -> None:
+    if lid_probe is None:
+        return
+    if not isinstance(probe_training, ProbeTrainingConfig):
+        raise ValueError(f"a LID head goes with an MLP schedule (hear, quick), not the {probe_training.schedule} probe")
+    _warn_if_no_language_id_task(lid_probe, tasks)
 
 
 def _warn_if_no_language_id_task(lid_probe: LidProbeConfig, tasks: list[TaskInfo]) -> None:
@@ -201,7 +215,7 @@ def format_table(result: EvaluationResult) -> str:
     """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
     lines = [
         f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds, "
-        f"probe schedule {result.probe_protocol.get('schedule', '?')}",
+        f"probe {result.probe_protocol.get('schedule', '?')}",
         f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI",
     ]
     for row in results_rows(result):

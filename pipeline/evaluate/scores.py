@@ -25,7 +25,9 @@ CONFIDENCE = 0.95
 class TaskScore:
     """A task's test score over seeds. `metric` is the task's primary metric; `probe` names what
     produced it ("mlp-hear", "mlp-quick": the HEAR MLP on scene embeddings under that schedule;
-    "lid-agent" etc.: the language-ID head on frame embeddings, pipeline.evaluate.probes.lid)."""
+    "linear", "knn": the linear and kNN probes on scene embeddings, whose seeds all give the same
+    score; "lid-agent" etc.: the language-ID head on frame embeddings, pipeline.evaluate.probes.lid).
+    Scores, and Q, compare only between results of the same probe."""
 
     metric: str
     mean: float

@@ -25,9 +25,8 @@ import torch
 from pipeline.audio.frontend import get_preset
 from pipeline.checkpoint import load_model_from_checkpoint
 from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
-from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig, probe_task_lid
-from pipeline.evaluate.probes.scene import probe_task
+from pipeline.evaluate.probes.scene import SceneProbe, probe_task
 from pipeline.evaluate.scores import TaskScore
 from pipeline.evaluate.task_data import TaskInfo, read_split_labels
 from pipeline.evaluate.task_embeddings import embed_task
@@ -49,7 +48,7 @@ class TaskJob:
     checkpoint_dir: str
     task_dir: str
     seeds: int
-    probe_training: ProbeTrainingConfig
+    probe_training: SceneProbe  # the scene probe: an MLP schedule, linear or kNN
     lid_probe: LidProbeConfig | None
     device: str
 

@@ -2,12 +2,14 @@
 
 Where results go: a child run `evaluate-step<step>` of the pretraining run (found from the
 checkpoint's `pretrain_config.mlflow_run_id`, or given), holding every number, the parameters
-(tasks, seeds, RankMe N, K and pool fingerprint, task-audio RankMe's N, the probe schedule `probe_schedule`, `lid_head`, and which probe
-scored each task, `<task>/probe`) and the JSON/CSV tables; the headline metrics (`eval_q`,
-`eval_rankme`, `eval_rankme_n`, `eval_rankme_k`) are also logged on the pretraining run itself at
-the checkpoint's step, so Q and R sit beside the training curves. `rankme_capped` (N < 8 K) is a tag
-on the evaluation run, `eval_rankme_capped` / `eval_rankme_pool` on the pretraining run. Without a pretraining run the
-evaluation run stands alone in the experiment `evaluate`.
+(tasks, seeds, RankMe N, K and pool fingerprint, task-audio RankMe's N, the scene probe
+`probe_schedule` (hear | quick | linear | knn), `lid_head`, which probe scored each task,
+`<task>/probe`, and the probes behind Q, `q_probe`) and the JSON/CSV tables; the headline metrics
+(`eval_q`, `eval_rankme`, `eval_rankme_n`, `eval_rankme_k`) are also logged on the pretraining run
+itself at the checkpoint's step, so Q and R sit beside the training curves. `rankme_capped`
+(N < 8 K) is a tag on the evaluation run, `eval_rankme_capped` / `eval_rankme_pool` on the
+pretraining run. Without a pretraining run the evaluation run stands alone in the experiment
+`evaluate`.
 """
 
 from __future__ import annotations
@@ -92,11 +94,13 @@ def log_evaluation(
             "rankme_k": result.rankme_k,
             "rankme_pool": result.rankme_pool,
             "task_rankme_n": result.task_rankme_n,
-            # probe_schedule names the MLP schedule ("hear" | "quick"); the other probe_* its values.
+            # probe_schedule names the scene probe ("hear" | "quick" | "linear" | "knn"); the other probe_* its values.
             **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
             "lid_head": (result.lid_probe or {}).get("attention", "none"),
             **{f"lid_{key}": value for key, value in (result.lid_probe or {}).items() if key != "attention"},
-            # Which probe produced each task's score: "mlp-<schedule>" or "lid-<attention>".
+            # Which probe produced each task's score: "mlp-<schedule>", "linear", "knn" or "lid-<attention>";
+            # q_probe: all of them behind Q (compare Q only between runs with the same q_probe).
+            "q_probe": result.q_probe,
             **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
         }
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.study.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
@@ -36,6 +37,9 @@ class StudyConfig:
     address: str | None = None  # Ray address; None: start a local Ray
     runner: str = REAL_TRIAL_RUNNER  # "module:function" taking (TrialSpec, StudyContext, child run)
     prepare_shards: bool = True  # build the corpus, tasks and shard sets the trials need first
+    # The scene probe that scores every trial (pipeline.evaluate.probes.scene.SCENE_PROBES: hear |
+    # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "quick" for "cpu_default".
+    probe: str | None = None
 
     # The analysis and RankMe early stopping (sweeps.study.early_stop_rule).
     n_bootstrap: int = 200  # bootstrap resamples per law
@@ -47,6 +51,13 @@ class StudyConfig:
     def __post_init__(self) -> None:
         # Checked before any trial runs: the report replays the rule even without the live scheduler.
         validate_rule(keep_fraction=self.early_stop_keep_fraction, check_fraction=self.early_stop_check_fraction)
+
+    @property
+    def resolved_probe(self) -> str:
+        probe = self.probe or ("quick" if self.profile == "cpu_default" else "hear")
+        if probe not in SCENE_PROBES:
+            raise ValueError(f"unknown probe {probe!r}; choose one of {', '.join(SCENE_PROBES)}")
+        return probe
 
     @property
     def resolved_study_name(self) -> str:

@@ -22,8 +22,9 @@ class StudyContext:
     cpus_per_worker: float = 0.5
     global_batch_size: int = 32
     eval_seeds: int = 3
-    # HEAR's probe schedule (paper profile) or QUICK_PROBE_TRAINING (CPU default profile).
-    quick_probe: bool = False
+    # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): "hear"
+    # (paper profile), "quick" (CPU default profile), or "linear" | "knn" when the study asks.
+    probe: str = "hear"
     # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
     # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
     eval_workers: int = 1

@@ -134,13 +134,17 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
             f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
             "or --study NEW_NAME to start another"
         )
+    earlier_probe = tracking.read_run(uri, existing)["params"].get("probe") if existing is not None else None
+    if earlier_probe not in (None, config.resolved_probe):  # Q compares only within one probe
+        raise ValueError(f"study {study_name!r} scores its trials with the {earlier_probe} probe; resume it with --probe {earlier_probe}")
     parent = tracking.start_or_resume_run(
         tracking_uri=uri,
         experiment_name=STUDY_EXPERIMENT,
         run_name=study_name,
         tags={"audioscale.grid": config.grid, "audioscale.profile": config.profile},
     )
-    parent.log_params({"grid": config.grid, "profile": config.profile, "n_trials": n_trials})
+    # The probe is part of the study, recorded on its run: Q compares only within one probe.
+    parent.log_params({"grid": config.grid, "profile": config.profile, "n_trials": n_trials, "probe": config.resolved_probe})
     context = StudyContext(
         study_name=study_name,
         parent_run_id=parent.run_id,
@@ -151,8 +155,8 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         tasks_dir=str(config.tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=config.gpus_per_trial,
         rankme_early_stop=config.rankme_early_stop,
-        # A CPU-default study must finish in minutes: cheaper probe schedule, two seeds.
-        quick_probe=config.profile == "cpu_default",
+        # A CPU-default study must finish in minutes: cheaper probe schedule (its default), two seeds.
+        probe=config.resolved_probe,
         profile=config.profile,  # the training recipe (sweeps.study.recipe)
         eval_seeds=2 if config.profile == "cpu_default" else 3,
     )

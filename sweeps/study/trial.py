@@ -17,7 +17,7 @@ from pathlib import Path
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from pipeline.defaults import ensure_shards, shards_dir_for
-from pipeline.evaluate.probes.grid import QUICK_PROBE_TRAINING, ProbeTrainingConfig
+from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
 from pipeline.evaluate.scores import quality_q_interval
 from pipeline.pretrain.driver import PretrainConfig, run_pretraining
@@ -90,7 +90,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         pretrained.checkpoint_dir,
         tasks_dir=context.tasks_dir,
         seeds=context.eval_seeds,
-        probe_training=QUICK_PROBE_TRAINING if context.quick_probe else ProbeTrainingConfig(),
+        probe_training=scene_probe(context.probe),
         device="cuda" if context.gpus_per_trial > 0 else "cpu",
         workers=context.eval_workers if context.gpus_per_trial == 0 else 1,
     )

@@ -1,8 +1,14 @@
-"""Score one task from cached scene embeddings: the HEAR grid per seed (and per fold), then mean
-and 95% confidence interval over seeds (pipeline.evaluate.probes.seeds).
+"""Score one task from cached scene embeddings with one scene probe per seed (and per fold), then
+mean and 95% confidence interval over seeds (pipeline.evaluate.probes.seeds).
 
-Seeds change the grid sample, the initialisation, the dropout masks and the batch order; the
-embeddings stay fixed (they are computed once per task by `pipeline.evaluate.embeddings`).
+The scene probes (`SceneProbe`, named by `scene_probe`): the HEAR MLP grid under a schedule
+("hear" | "quick", pipeline.evaluate.probes.grid), the linear probe ("linear",
+pipeline.evaluate.probes.linear) and the kNN probe ("knn", pipeline.evaluate.probes.knn).
+
+For the MLP, seeds change the grid sample, the initialisation, the dropout masks and the batch
+order; the embeddings stay fixed (they are computed once per task by `pipeline.evaluate.embeddings`).
+The linear and kNN probes have no random state: each fold is scored once and every seed repeats
+that score, so their spread over seeds is 0 by construction, not by measurement.
 """
 
 from __future__ import annotations
@@ -13,16 +19,33 @@ import numpy as np
 import torch
 
 from pipeline.evaluate.probes.grid import (
+    PROBE_SCHEDULES,
     GridResult,
     ProbeTrainingConfig,
     SplitArrays,
     run_probe_grid,
+)
+from pipeline.evaluate.probes.knn import KnnProbeConfig, run_knn_probe
+from pipeline.evaluate.probes.linear import (
+    ChosenProbeResult,
+    LinearProbeConfig,
+    run_linear_probe,
 )
 from pipeline.evaluate.probes.seeds import score_over_seeds_and_folds
 from pipeline.evaluate.scores import TaskScore
 from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
 
 DEFAULT_SEEDS = 3
+
+SceneProbe = ProbeTrainingConfig | LinearProbeConfig | KnnProbeConfig
+SCENE_PROBES: dict[str, SceneProbe] = {**PROBE_SCHEDULES, "linear": LinearProbeConfig(), "knn": KnnProbeConfig()}
+
+
+def scene_probe(name: str) -> SceneProbe:
+    """The named scene probe: "hear" | "quick" (the MLP under that schedule), "linear", "knn"."""
+    if name not in SCENE_PROBES:
+        raise ValueError(f"unknown probe {name!r}; choose one of {', '.join(SCENE_PROBES)}")
+    return SCENE_PROBES[name]
 
 
 def _concat(splits: Sequence[SplitArrays]) -> SplitArrays:
@@ -45,23 +68,37 @@ def probe_task(
     embeddings_by_split: Mapping[str, SplitArrays],
     *,
     seeds: int = DEFAULT_SEEDS,
-    training: ProbeTrainingConfig = ProbeTrainingConfig(),
-) -> tuple[TaskScore, list[GridResult]]:
-    """Test score of the validation-chosen probe, per seed (averaged over folds), with its CI."""
+    training: SceneProbe = ProbeTrainingConfig(),
+) -> tuple[TaskScore, list[GridResult | ChosenProbeResult]]:
+    """Test score of the validation-chosen probe, per seed (averaged over folds), with its CI.
+    `training` picks the probe: an MLP schedule, a LinearProbeConfig or a KnnProbeConfig."""
+    deterministic: dict[ProbeSplit, ChosenProbeResult] = {}  # linear / kNN: one result per fold
 
-    def score_fold(fold: ProbeSplit, seed: int) -> GridResult:
-        return run_probe_grid(
-            train=_concat([embeddings_by_split[name] for name in fold.train]),
-            valid=embeddings_by_split[fold.valid],
-            test=embeddings_by_split[fold.test],
-            n_classes=len(task.labels),
-            metric=task.primary_metric,
-            multilabel=task.multilabel,
-            seed=seed,
-            training=training,
-            class_labels=list(task.labels),
-        )
+    def score_fold(fold: ProbeSplit, seed: int) -> GridResult | ChosenProbeResult:
+        arrays = {
+            "train": _concat([embeddings_by_split[name] for name in fold.train]),
+            "valid": embeddings_by_split[fold.valid],
+            "test": embeddings_by_split[fold.test],
+            "n_classes": len(task.labels),
+            "metric": task.primary_metric,
+            "class_labels": list(task.labels),
+        }
+        if isinstance(training, ProbeTrainingConfig):
+            return run_probe_grid(**arrays, multilabel=task.multilabel, seed=seed, training=training)
+        if fold not in deterministic:
+            if isinstance(training, LinearProbeConfig):
+                deterministic[fold] = run_linear_probe(**arrays, multilabel=task.multilabel, config=training)
+            else:
+                deterministic[fold] = run_knn_probe(**arrays, config=training)
+        return deterministic[fold]
 
     return score_over_seeds_and_folds(
-        task, embeddings_by_split.keys(), seeds=seeds, probe=f"mlp-{training.schedule}", score_fold=score_fold
+        task, embeddings_by_split.keys(), seeds=seeds, probe=probe_name(training), score_fold=score_fold
     )
+
+
+def probe_name(training: SceneProbe) -> str:
+    """How scores name a scene probe: "mlp-<schedule>", "linear" or "knn"."""
+    if isinstance(training, ProbeTrainingConfig):
+        return f"mlp-{training.schedule}"
+    return training.probe_name
