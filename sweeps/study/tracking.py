@@ -29,19 +29,8 @@ import pandas as pd
 
 from pipeline import tracking
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import (
-    TASK_SCORE_PREFIX,
-    StudyFits,
-    fit_study_laws,
-    parameters_disagree,
-    usable_trials,
-)
-from sweeps.report.markdown import (
-    extrapolation_cell,
-    fit_table_markdown,
-    replay_early_stop,
-    study_markdown,
-)
+from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws, parameters_disagree, usable_trials
+from sweeps.report.markdown import extrapolation_cell, fit_table_markdown, replay_early_stop, study_markdown
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.task_laws import task_law_metrics
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
@@ -135,7 +124,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
     for run in runs:
         params, metrics, tags = run["params"], run["metrics"], run["tags"]
         row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
-        row.update({name: float(params[name]) if name in params else np.nan for name in NUMERIC_PARAMS})
+        row.update({name: _number(params.get(name)) for name in NUMERIC_PARAMS})
         row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
         row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
         row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
@@ -158,13 +147,23 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
     return table
 
 
+def _number(text: Any) -> float:
+    """A logged parameter as a float; NaN when absent or not a number (a None logged as "null")."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return np.nan
+
+
 def _rankme_pool_columns(params: dict, metrics: dict, tags: dict) -> dict[str, Any]:
     """N, pool and capped flag of the evaluation's R, and the pool and N training measured on."""
     return {
         "rankme_n": metrics["eval_rankme_n"][-1][1] if metrics.get("eval_rankme_n") else np.nan,
         "rankme_pool": tags.get("eval_rankme_pool", ""),
         "rankme_capped": str(tags.get("eval_rankme_capped", "")).lower() == "true",
-        "training_rankme_n": float(params.get("rankme_n", np.nan)),
+        # The config logs `rankme_n` as asked (null: the default); the N the pool held is logged
+        # once it is known, which MLflow keeps as `resumed_param.rankme_n` (params never change).
+        "training_rankme_n": _number(tags.get("resumed_param.rankme_n", params.get("rankme_n"))),
         "training_rankme_pool": params.get("rankme_pool", ""),
     }
 

@@ -17,13 +17,14 @@ MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def _study_table(rankme, q, half_width) -> pd.DataFrame:
-    """Five trials shaped like the CPU default study (RankMe at steps 25..100, a Q interval each)."""
+    """Five trials shaped like the CPU default study (RankMe at Table III's fractions of 100 steps, a Q
+    interval each)."""
     rows = []
     for ratio, r, quality in zip(MASK_RATIOS, rankme, q):
         rows.append({
             "trial": f"mask{ratio:.2f}", "mask_ratio": ratio, "rankme": r, "q": quality,
             "q_ci_low": quality - half_width, "q_ci_high": quality + half_width, "status": "ok",
-            "rankme_by_step": {25: r - 0.3, 50: r - 0.2, 75: r - 0.1, 100: r},
+            "rankme_by_step": {7: r - 0.4, 14: r - 0.3, 29: r - 0.2, 43: r - 0.1, 100: r},
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -72,7 +73,8 @@ def test_study_run_logs_q_trend_detectable(tracking_uri, table, expected):
     logged = tracking.read_run(tracking_uri, run.run_id)
     assert logged["metrics"]["q_trend_detectable"][-1][1] == expected
     assert ("No detectable trend" in logged["tags"][Q_TREND_TAG]) == (expected == 0.0)
-    assert logged["metrics"]["early_stop_replay.steps_saved_fraction"][-1][1] == pytest.approx(0.45)
+    # 3 of 5 trials stopped at step 29 of 100 (the first RankMe step at or after 25%): 3 x 71 / 500.
+    assert logged["metrics"]["early_stop_replay.steps_saved_fraction"][-1][1] == pytest.approx(0.426)
     if "Q(R)" in study.fits:  # five points: no extrapolation error is logged, and a tag says why
         assert "law.q_r.extrapolation_error" not in logged["metrics"]
         assert logged["tags"]["law.q_r.extrapolation_error.not_logged"].startswith("not computed: 4 points remain")
