@@ -13,6 +13,7 @@ the log-error alternative; the report adds the alternative where the two disagre
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,12 +84,17 @@ def _rows_for(trials: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def parameters_disagree(reference: LawFit, alternative: LawFit) -> list[str]:
-    """Parameters whose two bootstrap intervals do not overlap (empty without intervals)."""
-    return [
+    """Parameters whose two bootstrap intervals do not overlap (empty without intervals). Ends that
+    agree to 1e-9 touch: the reference reaches a bound like Q_inf = 1 only as 1 - 1e-13."""
+
+    def apart(high: float, low: float) -> bool:
+        return high < low and not math.isclose(high, low, rel_tol=1e-9, abs_tol=1e-12)
+
+    return sorted(
         name
         for name in reference.ci.keys() & alternative.ci.keys()
-        if reference.ci[name][1] < alternative.ci[name][0] or alternative.ci[name][1] < reference.ci[name][0]
-    ]
+        if apart(reference.ci[name][1], alternative.ci[name][0]) or apart(alternative.ci[name][1], reference.ci[name][0])
+    )
 
 
 def _fit_both(fit_function, *columns, name: str, rows: pd.DataFrame, out: dict, n_bootstrap: int, seed: int) -> None:
