@@ -4,6 +4,12 @@ mask: 1 = removed (models/interface.py). `ids_shuffle[:, :n_keep]` are the visib
 order the encoder sees them; `ids_shuffle[:, n_keep:]` are the removed ones in random order (the
 CrossMAE decoder predicts a prefix of them). `ids_restore` is the inverse permutation: gathering a
 shuffled sequence with it puts every token back at its patch position.
+
+Grouped masking (Dasheng's `random_masking_group`, `group_masking: True` = groups of 2): one noise
+value per group of consecutive tokens, so a group is kept or removed as a whole; within a group
+ids_shuffle lists its tokens in patch order. The kept count is the ungrouped one (Dasheng keeps
+int(N (1 - ratio)) tokens whatever the group size), so when it is not a multiple of the group
+size exactly one group straddles the boundary: its first tokens are kept and the rest removed.
 """
 
 from __future__ import annotations
@@ -47,13 +53,22 @@ def random_masking(
     n_patches: int,
     mask_ratio: float,
     *,
+    group_tokens: int = 1,
     device: torch.device | str = "cpu",
     generator: torch.Generator | None = None,
 ) -> Masking:
-    """Draw an independent random mask per sample."""
+    """Draw an independent random mask per sample; `group_tokens` consecutive tokens (in token
+    order) share one draw. With the default of 1 the draws equal plain MAE masking's."""
+    if group_tokens < 1 or n_patches % group_tokens:
+        raise ValueError(
+            f"{n_patches} patches do not split into masking groups of {group_tokens} tokens "
+            "(mask_group_patches time steps x all frequency patches)"
+        )
     n_keep = count_kept(n_patches, mask_ratio)
-    noise = torch.rand(batch, n_patches, device=device, generator=generator)
-    ids_shuffle = torch.argsort(noise, dim=1)  # ascending: the smallest noise is kept
+    noise = torch.rand(batch, n_patches // group_tokens, device=device, generator=generator)
+    group_order = torch.argsort(noise, dim=1)  # ascending: the smallest noise is kept
+    offsets = torch.arange(group_tokens, device=device)
+    ids_shuffle = (group_order[..., None] * group_tokens + offsets).flatten(1)  # (batch, n_patches)
     ids_restore = torch.argsort(ids_shuffle, dim=1)
     mask = torch.ones(batch, n_patches, device=device)
     mask[:, :n_keep] = 0.0
