@@ -66,14 +66,14 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     encoder_dim: int
     encoder_depth: int
     encoder_heads: int
-    encoder_positions: str  # "learnable" | "sincos2d" | "sincos1d"
+    encoder_positions: str  # "learnable" | "learnable_time_freq" | "sincos2d" | "sincos1d"
     cls_token: bool
     encoder_rope: bool = False  # 2-D axial RoPE (time, frequency) in every encoder attention
     decoder: str = "mae"  # "mae" (self-attention over all tokens) | "cross" (CrossMAE)
     decoder_dim: int
     decoder_depth: int
     decoder_heads: int
-    decoder_positions: str  # "learnable" | "sincos1d" | "sincos2d"
+    decoder_positions: str  # "learnable" | "learnable_time_freq" | "sincos1d" | "sincos2d"
     decoder_rope: bool = False  # 1-D RoPE over the patch index (MAE decoder only)
     # CrossMAE: fraction gamma of all patches that is decoded and scored (gamma <= mask_ratio);
     # None means every removed patch.
@@ -86,6 +86,12 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     # norm_pix_loss; AudioMAE++ regresses the clip-normalized log-mel directly.
     normalize_target_patches: bool = False
     swiglu_norm: str = "shared"  # transformer++ only; see models/blocks.py
+    # Dasheng's `init_bn`: BatchNorm over mel bins (momentum 0.01) on the encoder's input, in
+    # training and in `embed` (running statistics in eval mode). Loss targets stay un-normalized.
+    input_batchnorm: bool = False
+    # Time steps whose patches (all frequency patches of each) are kept or removed together
+    # (Dasheng's grouped masking: 2); must divide n_time_patches.
+    mask_group_patches: int = 1
 
     def __post_init__(self) -> None:
         if self.frontend_preset not in FRONTEND_HOP_MS:
@@ -97,6 +103,11 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
             raise ValueError(
                 f"{self.name}: crop_frames={self.crop_frames} x n_mels={self.n_mels} does not tile "
                 f"into {self.patch_frames} x {self.patch_bins} patches"
+            )
+        if self.mask_group_patches < 1 or self.n_time_patches % self.mask_group_patches:
+            raise ValueError(
+                f"{self.name}: mask_group_patches={self.mask_group_patches} must be a positive "
+                f"divisor of the {self.n_time_patches} time patches of a crop"
             )
         if not 0.0 < self.mask_ratio < 1.0:
             raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")

@@ -32,6 +32,9 @@ class PatchEncoder(nn.Module):
         super().__init__()
         dim = config.encoder_dim
         self.n_prefix = 1 if config.cls_token else 0
+        # Dasheng's init_bn is BatchNorm2d(n_mels, momentum=0.01) over (batch, mel, 1, time): per mel
+        # bin, statistics over batch and time. BatchNorm1d over (batch, mel, time) is the same.
+        self.input_norm = nn.BatchNorm1d(config.n_mels, momentum=0.01) if config.input_batchnorm else None
         self.patch_embed = nn.Linear(config.patch_values, dim)  # = Conv2d with stride = kernel
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if config.cls_token else None
         self.pos_embed = PositionEmbedding.over_grid(config.encoder_positions, config, dim)
@@ -55,6 +58,15 @@ class PatchEncoder(nn.Module):
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
+
+    def normalize_mel(self, mel: torch.Tensor) -> torch.Tensor:
+        """mel (batch, time, n_mels) -> the same with every mel bin batch-normalized (no-op without
+        input_batchnorm): batch statistics in training mode, running statistics in eval mode."""
+        if self.input_norm is None:
+            return mel
+        # in float32 outside autocast, as Dasheng computes its spectrogram and init_bn
+        with torch.autocast(device_type=mel.device.type, enabled=False):
+            return self.input_norm(mel.float().transpose(1, 2)).transpose(1, 2)
 
     def forward(
         self,

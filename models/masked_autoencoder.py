@@ -40,7 +40,11 @@ class MaskedAutoencoder(PatchedMelModel):
         self, patches: torch.Tensor, mask_ratio: float
     ) -> tuple[EncoderOutput, Masking]:
         batch, n_patches, _ = patches.shape
-        masking = random_masking(batch, n_patches, mask_ratio, device=patches.device)
+        # a masking group: mask_group_patches time steps with all their frequency patches
+        group_tokens = self.config.mask_group_patches * self.config.n_freq_patches
+        masking = random_masking(
+            batch, n_patches, mask_ratio, group_tokens=group_tokens, device=patches.device
+        )
         keep_maps = self.config.decoder == "cross"
         encoded = self.encoder(patches, masking.ids_keep, keep_feature_maps=keep_maps)
         return encoded, masking
@@ -59,10 +63,13 @@ class MaskedAutoencoder(PatchedMelModel):
         return (per_patch * decoded.scored).sum() / decoded.scored.sum()
 
     def forward(self, mel: torch.Tensor) -> MaskedOutput:
-        patches = self.patchify(mel)  # (batch, n_patches, patch_values)
+        # Targets are the patches before the input BatchNorm: Dasheng's AudioTransformerMAE.forward
+        # takes them from `front_end(x)` again, without `init_bn` (the encoder's input has it).
+        targets = self.patchify(mel)  # (batch, n_patches, patch_values)
+        patches = self.patchify(self.encoder.normalize_mel(mel))
         encoded, masking = self.forward_encoder(patches, self.spec.mask_ratio)
         decoded = self.forward_decoder(encoded, masking)
-        loss = self.forward_loss(patches, decoded)
+        loss = self.forward_loss(targets, decoded)
         return MaskedOutput(loss=loss, pred=decoded.pred, mask=masking.mask, scored=decoded.scored)
 
     def embed(self, mel: torch.Tensor) -> torch.Tensor:
@@ -71,7 +78,8 @@ class MaskedAutoencoder(PatchedMelModel):
         No masking. Inputs longer than the training crop are encoded crop by crop (the position
         tables cover one crop) and the frames concatenated; time must be a multiple of patch_frames.
         """
-        patches = self.patchify(mel)  # raises on a time that does not tile
+        self.patchify(mel)  # raises on a shape that does not tile, before the BatchNorm sees it
+        patches = self.patchify(self.encoder.normalize_mel(mel))
         per_crop = self.spec.n_patches
         frames = []
         for start in range(0, patches.shape[1], per_crop):
@@ -84,15 +92,17 @@ class MaskedAutoencoder(PatchedMelModel):
         """Learnable position tables, cls and mask tokens (biases and norms: excluded by rule)."""
         names = {name for name, _ in self.named_parameters() if name.endswith(("cls_token", "mask_token"))}
         for module_name, module in self.named_modules():
-            if isinstance(module, PositionEmbedding) and module.kind == "learnable":
-                names.add(f"{module_name}.table")
+            if isinstance(module, PositionEmbedding):  # sin-cos tables are buffers: nothing added
+                names.update(name for name, _ in module.named_parameters(prefix=module_name))
         return names
 
     def training_flops_per_sample(self) -> float:
         """Kaplan's 6 N per token, each part counted on the tokens it actually processes.
 
         N counts weight matrices and biases (not position tables, cls or mask tokens: they are
-        added, not multiplied); attention-score FLOPs are left out, as in Kaplan's C = 6 N D.
+        added, not multiplied; nor the input BatchNorm's 2 x n_mels scale and shift, applied per
+        mel value before the patch embedding, like an embedding); attention-score FLOPs are left
+        out, as in Kaplan's C = 6 N D.
         """
         config = self.config
         n_patches = config.n_patches

@@ -55,11 +55,22 @@ def test_audiomae_plus_sincos_tables_are_buffers_not_parameters() -> None:
 
 def test_study_mae_position_tables_are_learnable_parameters() -> None:
     model = _build_on_meta("mae-en768-12")
-    assert model.encoder.pos_embed.table.requires_grad
+    # Dasheng: time_pos_embed (1, dim, 1, T) and freq_pos_embed (1, dim, F, 1) in the encoder
+    assert model.encoder.pos_embed.time_table.shape == (250, 768)
+    assert model.encoder.pos_embed.freq_table.shape == (1, 768)
+    assert model.encoder.pos_embed.time_table.requires_grad
+    # Dasheng's decoder: one pos_embed over all patches
     assert model.decoder.pos_embed.table.shape == (1, 250, 512)
     assert model.no_weight_decay_names() == {
-        "encoder.pos_embed.table", "decoder.pos_embed.table", "decoder.mask_token"
+        "encoder.pos_embed.time_table", "encoder.pos_embed.freq_table",
+        "decoder.pos_embed.table", "decoder.mask_token",
     }
+
+
+def test_study_mae_input_batchnorm_adds_two_parameters_per_mel_bin() -> None:
+    with_norm = models.count_parameters(_build_on_meta("mae-en256-1"))
+    without = models.count_parameters(_build_on_meta("mae-en256-1", input_batchnorm=False))
+    assert with_norm - without == 2 * 64
 
 
 def test_swiglu_hidden_widths_follow_int_8d_over_3() -> None:

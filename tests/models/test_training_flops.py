@@ -43,4 +43,4 @@ def test_no_weight_decay_names_are_the_tokens_and_learnable_positions() -> None:
     mae = models.build_model("mae-debug")
     names = dict(mae.named_parameters())
     assert mae.no_weight_decay_names() <= set(names)
-    assert "encoder.pos_embed.table" in mae.no_weight_decay_names()
+    assert {"encoder.pos_embed.time_table", "encoder.pos_embed.freq_table"} <= mae.no_weight_decay_names()

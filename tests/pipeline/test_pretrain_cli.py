@@ -125,4 +125,4 @@ def test_resolved_config_carries_the_model_crop_and_mask_ratio(tmp_path, monkeyp
     monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
     config = PretrainConfig(model_name="mae-debug").resolved()
     assert (config.crop_frames, config.mask_ratio) == (200, 0.75)  # mae-debug's own
-    assert PretrainConfig(model_name="mae-debug", crop_frames=100).resolved().describe_model().spec.crop_frames == 100
+    assert PretrainConfig(model_name="mae-debug", crop_frames=104).resolved().describe_model().spec.crop_frames == 104
