@@ -31,6 +31,7 @@ from sweeps.study.early_stop_rule import (
 )
 from sweeps.study.grids import GRIDS, PROFILES, expand_grids
 from sweeps.study.plan import plan_text
+from sweeps.study.recipe import EVAL_CHECKPOINTS
 
 
 def default_grid_saving() -> str:
@@ -72,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
+    parser.add_argument(
+        "--eval-checkpoints", choices=list(EVAL_CHECKPOINTS), default=d["eval_checkpoints"],
+        help="checkpoints each trial evaluates: all (initialisation, Table III's RankMe steps, the last: Q(R) "
+        "over checkpoints as the paper's Fig. 1a) or final (default: the profile's, all for cpu_default)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines while the study runs")
     parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
     parser.add_argument(
         "--probe", choices=list(SCENE_PROBES), default=d["probe"],
@@ -120,6 +127,8 @@ def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
         address=args.address,
         n_bootstrap=args.n_bootstrap,
         probe=args.probe,
+        eval_checkpoints=args.eval_checkpoints,
+        quiet=args.quiet,
         rankme_early_stop=args.rankme_early_stop,
         early_stop_keep_fraction=args.keep_fraction,
         early_stop_check_fraction=args.check_fraction,

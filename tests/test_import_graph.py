@@ -29,6 +29,7 @@ RAY_MODULES = {
     "sweeps.study.driver",
     "sweeps.study.trial",
     "sweeps.study.early_stop",
+    "sweeps.study.progress",  # a Ray Tune callback
 }
 MLFLOW_MODULES = {"pipeline.tracking"}
 MAX_MODULE_LINES = 300

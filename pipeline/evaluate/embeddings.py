@@ -113,7 +113,14 @@ class FrameEmbedder:
     def embedding_size(self) -> int:
         return int(self.spec.embed_dim)
 
-    def _model_input(self, wave_16k: np.ndarray) -> np.ndarray:
+    @property
+    def input_key(self) -> tuple:
+        """What the model input of a clip depends on: equal keys, equal inputs (the task input cache's key)."""
+        norm = self.normalisation
+        stats = b"" if norm.per_clip else norm.bin_mean.tobytes() + norm.bin_std.tobytes()
+        return (self.preset.name, self.spec.n_mels, self.spec.patch_frames, norm.per_clip, stats)
+
+    def model_input(self, wave_16k: np.ndarray) -> np.ndarray:
         """Normalised log-mel rounded to whole patches: (frames, n_mels), frames % patch_frames == 0."""
         wave = np.asarray(wave_16k, dtype=np.float32)
         if len(wave) < self.preset.min_samples:  # too short for one STFT window: pad with silence
@@ -147,7 +154,10 @@ class FrameEmbedder:
         return outputs
 
     def _frame_features_of_group(self, waves: Sequence[np.ndarray]) -> list[np.ndarray]:
-        mels = [self._model_input(wave) for wave in waves]
+        return self.frame_features_of_inputs([self.model_input(wave) for wave in waves])
+
+    def frame_features_of_inputs(self, mels: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Frame features (frames_i / patch_frames, dim) of model inputs (`model_input`'s output)."""
         crop = self.spec.crop_frames
         chunks, owners = [], []
         for clip_index, mel in enumerate(mels):

@@ -1,6 +1,8 @@
 """Embeddings of every split of a HEAR task, computed once and reused by every probe run.
 
-Each clip goes through the frozen model once: its frame features give the scene embedding (their
+Each clip's model input comes from the per-process cache (pipeline.evaluate.input_cache: decoded and
+turned into log-mel once per process, however many checkpoints are evaluated) and goes through the
+frozen model once: its frame features give the scene embedding (their
 mean, as `FrameEmbedder.scene_embeddings` computes it) and, when asked (language-ID tasks probed
 with the LID head), are also kept, right-padded per split, for `pipeline.evaluate.probes.lid`.
 """
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.evaluate.embeddings import FrameEmbedder
+from pipeline.evaluate.input_cache import model_inputs
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.lid import FrameSplit, pad_frame_features
 from pipeline.evaluate.probes.scene import split_arrays
@@ -20,7 +23,6 @@ from pipeline.evaluate.task_data import (
     encode_targets,
     probe_splits,
     read_split_labels,
-    read_task_audio,
 )
 
 
@@ -47,10 +49,10 @@ def embed_task(task: TaskInfo, embedder: FrameEmbedder, *, keep_frames: bool = F
         if not labels:
             raise ValueError(f"task {task.name}: split {split} has no clips ({task.directory}/{split}.json)")
         file_names = sorted(labels)
-        waves = (read_task_audio(task, split, name) for name in file_names)
+        inputs = model_inputs(task, split, file_names, embedder)
         targets = encode_targets(task, [labels[name] for name in file_names])
         pooled, kept = [], []
-        for clip_frames in embedder.iter_frame_features(waves):  # (frames_i, dim) float32
+        for clip_frames in _iter_features(embedder, inputs):  # (frames_i, dim) float32
             pooled.append(clip_frames.mean(axis=0))
             if keep_frames:
                 kept.append(clip_frames)
@@ -58,3 +60,10 @@ def embed_task(task: TaskInfo, embedder: FrameEmbedder, *, keep_frames: bool = F
         if keep_frames:
             frames[split] = pad_frame_features(kept, targets)
     return TaskEmbeddings(task=task, splits=splits, frames=frames if keep_frames else None)
+
+
+def _iter_features(embedder: FrameEmbedder, inputs: list[np.ndarray]):
+    """Frame features of each input, `clips_per_group` clips at a time (bounded memory)."""
+    step = embedder.clips_per_group
+    for start in range(0, len(inputs), step):
+        yield from embedder.frame_features_of_inputs(inputs[start : start + step])

@@ -134,6 +134,11 @@ class PretrainConfig:
     )
     validation_num_clips: int = flag("--validation-clips", 512, "held-out crops the validation MSE is measured on")
     num_checkpoints_to_keep: int = flag("--keep-checkpoints", 2, "checkpoints kept in storage, the latest ones")
+    # A study evaluates R and Q at each of these (the paper's points are checkpoints); 0 is the initialisation.
+    checkpoint_steps: tuple[int, ...] = flag(
+        "--checkpoint-steps", (), "comma-separated steps to checkpoint at as well, all kept (0: the initialisation)",
+        parse_text=parse_steps, to_field=tuple,
+    )  # fmt: skip
     max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
     shuffle_buffer_crops: int = flag(
         "--shuffle-buffer-crops", 256, "per-worker local shuffle of the streamed crops (0: off)"
@@ -189,6 +194,8 @@ class PretrainConfig:
                 f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm > 0; got {self.base_lr}, "
                 f"{self.weight_decay}, {self.grad_clip_norm}"
             )
+        if any(not 0 <= step <= self.steps for step in self.checkpoint_steps):
+            raise ValueError(f"--checkpoint-steps must lie in 0..--steps ({self.steps}); got {self.checkpoint_steps}")
         if any(step < 1 for step in self.rankme_steps) or not 0.0 <= self.validation_fraction < 1.0:
             raise ValueError(f"need --rankme-steps >= 1 and --validation-fraction in [0, 1); got {self.rankme_steps}, "
                              f"{self.validation_fraction}")

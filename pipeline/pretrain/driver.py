@@ -56,6 +56,8 @@ class PretrainResult:
     steps: int  # optimizer steps the checkpoint has been trained for
     final_loss: float
     rankme_history: list[tuple[int, float]]  # (step, RankMe) over the whole run, resumes included
+    # (step, path) of every checkpoint storage holds, by step: with --checkpoint-steps, each of those steps.
+    checkpoints: tuple[tuple[int, str], ...] = ()
     encoder_parameters: int
     total_parameters: int
 
@@ -124,7 +126,10 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
             name=config.run_name,
             storage_path=config.storage_path,
             failure_config=FailureConfig(max_failures=config.max_failures),
-            checkpoint_config=CheckpointConfig(num_to_keep=config.num_checkpoints_to_keep),
+            # --checkpoint-steps are the study's evaluation points: every checkpoint is kept.
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=None if config.checkpoint_steps else config.num_checkpoints_to_keep
+            ),
             callbacks=list(run_callbacks),
             worker_runtime_env={
                 "env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}
@@ -161,6 +166,7 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get("rankme", [])).items()),
+        checkpoints=tuple(sorted((int(metrics["step"]), kept.path) for kept, metrics in result.best_checkpoints)),
         encoder_parameters=model.encoder_parameters,
         total_parameters=model.total_parameters,
     )

@@ -115,6 +115,9 @@ def train_loop(config_dict: dict[str, Any]) -> None:
         if training.start_step == 0 and (initial := rankme.measure_if_due(training.model, 0)) is not None:
             tracker.log_metrics({"rankme": initial}, step=0)
             log_rankme_record(tracker, rankme)
+    if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
+        initial_metrics = {"step": 0, **({"rankme": rankme.latest} if rankme.latest is not None else {})}
+        report_with_checkpoint(initial_metrics, training, config=config, step=0, rank=place.rank)
     if run_steps(config, training, place, tracker, (rankme, validation)):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
 
@@ -191,10 +194,10 @@ def run_steps(
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         measured = {"rankme": rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
-        stop = validation.is_due(step) and config.validation_stop and agree_on_stop(validation, place)
+        stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)
         last = step == config.steps or stop
         if last or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
-            step % config.checkpoint_every_steps == 0
+            is_checkpoint_step(config, step)
         ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None:
@@ -219,19 +222,15 @@ def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
     tracker.log_params(record)
 
 
-def agree_on_stop(validation: ValidationSchedule, place: WorkerPlace) -> bool:
-    """Rank 0's convergence verdict, on every rank (they must stop at the same step)."""
-    verdict = torch.tensor([float(validation.rule.converged_step is not None)], device=place.device)
-    if place.world_size > 1:
-        torch.distributed.broadcast(verdict, src=0)
-    return bool(verdict.item() > 0)
+def is_checkpoint_step(config: PretrainConfig, step: int) -> bool:
+    return step % config.checkpoint_every_steps == 0 or step in config.checkpoint_steps
 
 
 def report_step(
     metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool
 ) -> None:
     """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and the last."""
-    if last or step % config.checkpoint_every_steps == 0:
+    if last or is_checkpoint_step(config, step):
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank)
     else:
         ray.train.report(metrics)

@@ -91,3 +91,10 @@ class ValidationSchedule:
         """`converged` ("true"/"false") and its step, for the run's MLflow tags."""
         step = self.rule.converged_step
         return {CONVERGED_TAG: str(step is not None).lower(), CONVERGED_STEP_TAG: str(step if step else "")}
+
+    def agree_on_stop(self, *, world_size: int, device: torch.device) -> bool:
+        """Rank 0's convergence verdict, on every rank (they must stop at the same step)."""
+        verdict = torch.tensor([float(self.rule.converged_step is not None)], device=device)
+        if world_size > 1:
+            torch.distributed.broadcast(verdict, src=0)
+        return bool(verdict.item() > 0)

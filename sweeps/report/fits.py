@@ -1,6 +1,7 @@
 """Which laws a study's trial table supports, and their fits.
 
-A trial table is a pandas DataFrame with one row per (trial, seed): n_params, hours, flops,
+A trial table is a pandas DataFrame with one row per (trial, seed) (its last checkpoint; Q(R) and
+the per-task laws also use the earlier checkpoints in `checkpoint_points`, sweeps.report.checkpoints): n_params, hours, flops,
 mask_ratio, arch, rankme, rankme_by_step ({step: rankme}), q, and per-task score columns named
 `score/<task>`; optional columns: `status` ("ok" or anything else for a failed trial),
 `configuration` (the bootstrap unit; by default rows with equal inputs), `train_steps` (the planned
@@ -22,6 +23,7 @@ import pandas as pd
 from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.result import LawFit
+from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.frontier import frontier_mask
 from sweeps.report.task_laws import (
     TASK_SCORE_PREFIX,
@@ -112,6 +114,8 @@ def _fit_both(fit_function, *columns, name: str, rows: pd.DataFrame, out: dict, 
 
 
 def _saturating_rows(trials: pd.DataFrame, name: str, column: str, frontier: np.ndarray | None) -> pd.DataFrame:
+    if name == "Q(R)":
+        return checkpoint_rows(trials)  # Fig. 1a: every evaluated checkpoint (the last only, without points)
     if name == "Q(C)" and frontier is not None:
         return trials[frontier]  # Eq. 6 describes the frontier (Sec. IV-E), not every run
     if name == CONVERGED_VIEW:
@@ -153,7 +157,7 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     else:
         out["skipped"]["Q(N,D)"] = "needs at least 2 values of both n_params and hours (a size x data_volume grid)"
     task_laws, task_skipped = fit_task_laws(
-        trials, min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
+        checkpoint_rows(trials), min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
     )
     return StudyFits(
         fits=out["fits"], skipped=out["skipped"], n_trials_used=len(trials), n_trials_failed=n_failed,

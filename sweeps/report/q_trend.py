@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
+from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
 
 MIN_RELATIVE_X_SPAN = 0.05
@@ -90,9 +91,10 @@ def check_q_trend(
 
 
 def check_q_of_r(table: pd.DataFrame, study: StudyFits) -> TrendCheck | None:
-    """The checks for the study's headline law Q(R) on its usable trials; None without RankMe."""
+    """The checks for the study's headline law Q(R) on its points (every evaluated checkpoint of the
+    usable trials, as the fit); None without RankMe."""
     if "rankme" not in table.columns:
         return None
     trials, _ = usable_trials(table)
     column, label = SATURATING_LAWS["Q(R)"]
-    return check_q_trend(trials, column, study.fits.get("Q(R)"), law="Q(R)", label=label)
+    return check_q_trend(checkpoint_rows(trials), column, study.fits.get("Q(R)"), law="Q(R)", label=label)

@@ -40,6 +40,11 @@ class StudyConfig:
     # The scene probe that scores every trial (pipeline.evaluate.probes.scene.SCENE_PROBES: hear |
     # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "quick" for "cpu_default".
     probe: str | None = None
+    # Checkpoints each trial evaluates (sweeps.study.recipe.evaluation_steps_for): "all" or "final";
+    # None: the profile's ("all" for cpu_default: its Q(R) points are checkpoints; "final" for paper).
+    eval_checkpoints: str | None = None
+
+    quiet: bool = False  # no progress lines (sweeps.study.progress) on stderr
 
     # The analysis and RankMe early stopping (sweeps.study.early_stop_rule).
     n_bootstrap: int = 200  # bootstrap resamples per law
@@ -58,6 +63,10 @@ class StudyConfig:
         if probe not in SCENE_PROBES:
             raise ValueError(f"unknown probe {probe!r}; choose one of {', '.join(SCENE_PROBES)}")
         return probe
+
+    @property
+    def resolved_eval_checkpoints(self) -> str:
+        return self.eval_checkpoints or ("all" if self.profile == "cpu_default" else "final")
 
     @property
     def resolved_study_name(self) -> str:

@@ -30,6 +30,8 @@ class StudyContext:
     eval_workers: int = 1
     # The grid profile, whose training recipe (sweeps.study.recipe) every trial's pretraining uses.
     profile: str = "cpu_default"
+    # Checkpoints each trial evaluates besides the last (sweeps.study.recipe.evaluation_steps_for).
+    eval_checkpoints: str = "final"
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
 

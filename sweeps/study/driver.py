@@ -26,6 +26,7 @@ from ray import tune
 
 from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
+from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 from pipeline.ray_session import connect_ray
 from sweeps.report.fits import StudyFits
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
@@ -36,6 +37,7 @@ from sweeps.study.early_stop import (
     summarize_study_table,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.progress import StudyProgress, progress_writer
 from sweeps.study.tracking import (
     DONE_STATUSES,
     STATUS_OK,
@@ -102,9 +104,13 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     parent, context = _open_study(config, n_trials=len(trials))
     finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
-    failed = _run_trials(config, remaining, context) if remaining else []
+    say = progress_writer(quiet=config.quiet)
+    say(f"{context.study_name}: {len(trials)} trials ({len(remaining)} to run); {context.probe} probe, "
+        f"{context.eval_checkpoints} checkpoints evaluated per trial; MLflow: {context.tracking_uri}")
+    failed = _run_trials(config, remaining, context, say) if remaining else []
     table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
     early_stop = _summarize_early_stop(config, parent, table, trials)
+    say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
     fits, markdown = log_study_analysis(
         parent, context.study_name, table, n_bootstrap=config.n_bootstrap,
         keep_fraction=config.early_stop_keep_fraction, check_fraction=config.early_stop_check_fraction,
@@ -158,12 +164,14 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         # A CPU-default study must finish in minutes: cheaper probe schedule (its default), two seeds.
         probe=config.resolved_probe,
         profile=config.profile,  # the training recipe (sweeps.study.recipe)
-        eval_seeds=2 if config.profile == "cpu_default" else 3,
+        # The linear and kNN probes have no random state: one seed is all there is to measure.
+        eval_seeds=1 if config.resolved_probe in DETERMINISTIC_PROBES else 2 if config.profile == "cpu_default" else 3,
+        eval_checkpoints=config.resolved_eval_checkpoints,
     )
     return parent, context
 
 
-def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyContext) -> list[str]:
+def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyContext, say) -> list[str]:
     """Build the inputs the trials need, run them on Ray Tune; return the names of those that failed."""
     scheduler = (
         RankMeEarlyStopScheduler(
@@ -184,10 +192,14 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
     context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
     try:
         if config.prepare_shards:
+            say("checking the corpus, tasks and shards the trials need (built once, then reused)")
             # The embedded defaults: build the default corpus / tasks the user did not replace.
             build_default_inputs(corpus=config.corpus_dir is None, tasks=config.tasks_dir is None)
             prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
-        failed = _fan_out(trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler)
+        say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
+        progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent)]
+        failed = _fan_out(trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler,
+                          callbacks=progress)
         if scheduler is not None:
             _record_stopped_trials(scheduler, trials, context)
     finally:
@@ -223,6 +235,7 @@ def _fan_out(
     *,
     max_concurrent: int,
     scheduler: RankMeEarlyStopScheduler | None,
+    callbacks: list,
 ) -> list[str]:
     """Run the trials on Tune; return the names of those that failed."""
     tuner = tune.Tuner(
@@ -244,7 +257,8 @@ def _fan_out(
             name=context.study_name,
             storage_path=context.storage_path,
             failure_config=tune.FailureConfig(max_failures=0),
-            verbose=0,
+            verbose=0,  # Tune's own tables: replaced by the progress lines
+            callbacks=callbacks,
         ),
     )
     results = tuner.fit()

@@ -90,6 +90,17 @@ def rankme_steps_for(train_steps: int) -> tuple[int, ...]:
     return tuple(sorted(step for step in scaled | {train_steps} if step <= train_steps))
 
 
+EVAL_CHECKPOINTS = ("all", "final")
+
+
+def evaluation_steps_for(train_steps: int, which: str) -> tuple[int, ...]:
+    """Checkpoints a trial evaluates (R and Q) besides the last: "all" is the initialisation and
+    Table III's RankMe steps (Fig. 1a's checkpoints under compute constraints), "final" none."""
+    if which not in EVAL_CHECKPOINTS:
+        raise ValueError(f"--eval-checkpoints must be one of {', '.join(EVAL_CHECKPOINTS)}, got {which!r}")
+    return (0, *rankme_steps_for(train_steps)) if which == "all" else ()
+
+
 def steps_per_epoch(hours: float, global_batch_size: int) -> int:
     """Optimizer steps of one full pass over `hours` of 10 s clips (App. B: no sampling per epoch)."""
     clips = hours * 3600.0 / STUDY_CLIP_SECONDS

@@ -19,7 +19,6 @@ Child-run convention (what `log_trial_result` writes and `trial_table_from_runs`
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,11 +28,27 @@ import pandas as pd
 
 from pipeline import tracking
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws, parameters_disagree, usable_trials
-from sweeps.report.markdown import extrapolation_cell, fit_table_markdown, replay_early_stop, study_markdown
+from sweeps.report.fits import (
+    TASK_SCORE_PREFIX,
+    StudyFits,
+    fit_study_laws,
+    usable_trials,
+)
+from sweeps.report.markdown import (
+    fit_table_markdown,
+    replay_early_stop,
+    study_markdown,
+)
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.task_laws import task_law_metrics
+from sweeps.study.checkpoint_points import (
+    POINTS_COLUMN,
+    CheckpointPoint,
+    checkpoint_points_of,
+    log_checkpoint_points,
+)
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+from sweeps.study.law_metrics import disagreement_tags, law_metrics
 
 STUDY_EXPERIMENT = "audioscale-studies"
 STATUS_TAG = "audioscale.trial_status"
@@ -72,6 +87,7 @@ class TrialResult:
     rankme_n: int = 0
     rankme_pool: str = ""
     rankme_capped: bool = False
+    checkpoint_points: dict[int, CheckpointPoint] = field(default_factory=dict)  # step -> (R, Q) of that checkpoint
 
 
 def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
@@ -85,6 +101,7 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         for step, value in sorted(result.rankme_by_step.items()):
             run.log_metrics({"rankme": value}, step=step)
     final_step = max(result.rankme_by_step, default=0)
+    log_checkpoint_points(run, result.checkpoint_points, last_step=final_step)
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
     # One probe seed gives no interval (NaN): log none rather than a NaN metric.
     bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
@@ -137,6 +154,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row["status"] = tags.get(STATUS_TAG, "failed" if run["status"] == "FAILED" else "unfinished")
         row["stopped_at_step"] = float(tags.get(STOPPED_AT_STEP_TAG, np.nan))
         row["run_id"] = run["run_id"]
+        row[POINTS_COLUMN] = checkpoint_points_of(metrics)
         converged = _converged_flag(params, metrics, tags)
         if converged is not None:
             row[CONVERGED_KEY] = converged
@@ -178,42 +196,6 @@ def _converged_flag(params: dict, metrics: dict, tags: dict) -> bool | None:
     return None
 
 
-def metric_key(law_name: str) -> str:
-    """'Q(N,D)' -> 'q_n_d': MLflow metric names allow no parentheses or commas."""
-    return "_".join(part for part in re.split(r"[^a-z0-9]+", law_name.lower()) if part)
-
-
-def _law_metrics(study: StudyFits) -> tuple[dict[str, float], dict[str, str]]:
-    """Each law's parameters, intervals, R² and extrapolation error; and why any of them is not finite."""
-    metrics: dict[str, float] = {}
-    for name, fit in study.fits.items():
-        prefix = f"law.{metric_key(name)}"
-        metrics.update({f"{prefix}.{key}": value for key, value in fit.params.items()})
-        metrics.update({f"{prefix}.{key}_ci_low": low for key, (low, _) in fit.ci.items()})
-        metrics.update({f"{prefix}.{key}_ci_high": high for key, (_, high) in fit.ci.items()})
-        metrics.update({f"{prefix}.r2": fit.r2, f"{prefix}.extrapolation_error": fit.extrapolation_error})
-        if name in study.alternatives:
-            alternative = study.alternatives[name]
-            metrics.update({f"{prefix}.log_error.{key}": value for key, value in alternative.params.items()})
-            metrics[f"{prefix}.log_error.r2"] = alternative.r2
-    reasons = {key: "not finite" for key, value in metrics.items() if not np.isfinite(value)}
-    for name, fit in study.fits.items():
-        key = f"law.{metric_key(name)}.extrapolation_error"
-        if key in reasons:
-            reasons[key] = extrapolation_cell(fit)
-    return {key: value for key, value in metrics.items() if key not in reasons}, reasons
-
-
-def _disagreement_tags(study: StudyFits) -> dict[str, str]:
-    """`law.<key>.log_error_disagrees`: parameters whose 95% intervals of the two estimators part."""
-    tags = {}
-    for name, fit in study.fits.items():
-        if name in study.alternatives:
-            disagreeing = parameters_disagree(fit, study.alternatives[name])
-            tags[f"law.{metric_key(name)}.log_error_disagrees"] = ", ".join(sorted(disagreeing)) or "none"
-    return tags
-
-
 def _log_frontier(run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits) -> dict[str, str]:
     """Mark each usable trial's run on or off Q(C)'s frontier; the study run's tag lists those on it."""
     if study.q_c_frontier is None:
@@ -245,7 +227,7 @@ def log_study_analysis(
     tag; the early-stop replay to `early_stop_replay.*`.
     """
     study = fit_study_laws(table, n_bootstrap=n_bootstrap)
-    metrics, reasons = _law_metrics(study)
+    metrics, reasons = law_metrics(study)
     tags = {f"{key}.not_logged": reason[:5000] for key, reason in reasons.items()}
     trend = check_q_of_r(table, study)
     if trend is not None:
@@ -258,7 +240,7 @@ def log_study_analysis(
     task_metrics, task_tags = task_law_metrics(study.task_laws)
     metrics.update(task_metrics)
     tags.update(task_tags)
-    tags.update(_disagreement_tags(study))
+    tags.update(disagreement_tags(study))
     tags.update(_log_frontier(run, table, study))
     if metrics:
         run.log_metrics(metrics, step=0)

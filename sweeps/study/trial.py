@@ -12,22 +12,25 @@ from that one description, which pretraining reuses instead of building its own.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
+import torch
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
 from pipeline.evaluate.scores import quality_q_interval
-from pipeline.pretrain.driver import PretrainConfig, run_pretraining
+from pipeline.paths import audioscale_home
+from pipeline.pretrain.driver import PretrainConfig, PretrainResult, run_pretraining
 from pipeline.shards.format import read_manifest
 from pipeline.tracking import TrackedRun
 from sweeps.study.context import StudyContext, child_run_name
 from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec
-from sweeps.study.recipe import trial_overrides
-from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult
+from sweeps.study.recipe import evaluation_steps_for, trial_overrides
+from sweeps.study.tracking import STUDY_EXPERIMENT, CheckpointPoint, TrialResult
 
 
 def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
@@ -55,6 +58,8 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         experiment_name=STUDY_EXPERIMENT,
         parent_run_id=context.parent_run_id,
         checkpoint_every_steps=checkpoint_every_steps_for(spec.train_steps),
+        # The checkpoints the trial evaluates besides the last (the paper's points are checkpoints).
+        checkpoint_steps=evaluation_steps_for(spec.train_steps, context.eval_checkpoints),
     )
 
 
@@ -86,14 +91,8 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         # The early-stop scheduler sees RankMe as training reports it, through the trial's Tune session.
         run_callbacks=[TuneReportCallback()] if context.rankme_early_stop else (),
     )
-    evaluation = evaluate_checkpoint(
-        pretrained.checkpoint_dir,
-        tasks_dir=context.tasks_dir,
-        seeds=context.eval_seeds,
-        probe_training=scene_probe(context.probe),
-        device="cuda" if context.gpus_per_trial > 0 else "cpu",
-        workers=context.eval_workers if context.gpus_per_trial == 0 else 1,
-    )
+    evaluations = evaluate_trial_checkpoints(pretrained, context, wanted=config.checkpoint_steps)
+    evaluation = evaluations[-1]  # the last checkpoint: the trial's Q and R
     samples_seen = config.global_batch_size * pretrained.steps
     q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)
     return TrialResult(
@@ -110,8 +109,36 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         rankme_capped=evaluation.rankme_capped,
         rankme_by_step=dict(pretrained.rankme_history),
         q=evaluation.q,
-        task_scores={task: score["mean"] for task, score in evaluation.task_scores.items()},
+        task_scores=_means(evaluation.task_scores),
         q_ci_low=q_ci_low,
         q_ci_high=q_ci_high,
         rankme_history_logged=True,
+        checkpoint_points={
+            point.step: CheckpointPoint(rankme=point.rankme, q=point.q, task_scores=_means(point.task_scores))
+            for point in evaluations
+        },
     )
+
+
+def _means(task_scores: dict[str, dict]) -> dict[str, float]:
+    return {task: score["mean"] for task, score in task_scores.items()}
+
+
+def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext, *, wanted: tuple[int, ...]):
+    """R and Q of each wanted checkpoint and of the last, in step order. One process evaluates
+    them all, so each task clip is decoded and turned into log-mel once (pipeline.evaluate.input_cache)."""
+    on_gpu = context.gpus_per_trial > 0
+    # Every trial of the study reads the same task clips: their model inputs are kept on this node's disk.
+    os.environ.setdefault("AUDIOSCALE_INPUT_CACHE_DIR", str(audioscale_home() / "cache" / "task_inputs"))
+    if not on_gpu:  # the trial's share of the cores, in this one process (Ray gives it one thread)
+        torch.set_num_threads(max(1, context.eval_workers))
+    paths = [path for step, path in pretrained.checkpoints if step in wanted and path != pretrained.checkpoint_dir]
+    return [
+        evaluate_checkpoint(
+            path, tasks_dir=context.tasks_dir, seeds=context.eval_seeds, probe_training=scene_probe(context.probe),
+            device="cuda" if on_gpu else "cpu",
+            # Several checkpoints: one process keeps the cache; one checkpoint: the trial's cores.
+            workers=1 if on_gpu or len(paths) > 0 else context.eval_workers,
+        )
+        for path in [*paths, pretrained.checkpoint_dir]
+    ]

@@ -36,7 +36,7 @@ def test_long_clip_is_encoded_crop_by_crop(embedder):
     # A clip of exactly two crops equals the two crops encoded separately.
     crop_samples = (embedder.spec.crop_frames) * 160
     wave = np.random.default_rng(1).uniform(-1, 1, 2 * crop_samples).astype(np.float32)
-    mel = embedder._model_input(wave)
+    mel = embedder.model_input(wave)
     crop = embedder.spec.crop_frames
     with torch.inference_mode():
         first = embedder.model.embed(torch.from_numpy(mel[None, :crop]))[0].numpy()

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline import tracking
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.law_metrics import metric_key
 from sweeps.study.tracking import (
     ON_FRONTIER_METRIC,
     Q_C_FRONTIER_TAG,
@@ -18,7 +19,6 @@ from sweeps.study.tracking import (
     TrialResult,
     log_trial_result,
     mark_trial_failed,
-    metric_key,
     refit_study,
     trial_table_from_runs,
 )

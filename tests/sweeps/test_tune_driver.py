@@ -73,3 +73,23 @@ def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_
     assert len(intervals) == 5
     assert _overlapping_pairs(intervals) > 0
     assert {workers for *_, workers in intervals} == {1}
+
+
+@pytest.mark.ray
+def test_a_study_prints_one_line_per_trial_event_and_quiet_prints_none(ray_local, tmp_path, capfd):
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("0")
+    (tmp_path / "ray" / "crash-mask0.70").touch()
+    _study(tmp_path)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
+    assert sum("started: mask" in line for line in lines) == 5
+    assert any("trial 1/5 started: mask0.50" in line for line in lines)
+    finished = [line for line in lines if " finished in " in line]
+    assert len(finished) == 4 and all("R " in line and "Q " in line for line in finished)
+    assert "about " in finished[-1] and "left" in finished[-1]  # an ETA once a trial has finished
+    assert sum("trial mask0.70 FAILED" in line for line in lines) == 1
+    assert any("fitting the laws" in line for line in lines)
+
+    (tmp_path / "ray" / "crash-mask0.70").unlink()
+    _study(tmp_path, study_name="quiet", quiet=True)
+    assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]

@@ -38,6 +38,8 @@ from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
 DEFAULT_SEEDS = 3
 
 SceneProbe = ProbeTrainingConfig | LinearProbeConfig | KnnProbeConfig
+# No random state: every seed repeats one score (a spread of 0 by construction, not by measurement).
+DETERMINISTIC_PROBES = ("linear", "knn")
 SCENE_PROBES: dict[str, SceneProbe] = {**PROBE_SCHEDULES, "linear": LinearProbeConfig(), "knn": KnnProbeConfig()}
 
 

@@ -1,0 +1,252 @@
+"""Which small CPU setting makes pretraining improve the pooled representation? (issue #15's research)
+
+Trains candidate settings of the study MAE in this process (the pipeline's optimizer, schedule,
+crops, RankMe pool and probes; no Ray, so a setting costs seconds, not a study) and, at log-spaced
+checkpoints from initialisation on, measures R (RankMe of the pool's scene embeddings: the R of the
+fits) and Q (mean test score over the 7 default tasks with a deterministic probe). Task audio is
+turned into normalised log-mel once and reused by every checkpoint.
+
+    python benchmarks/sweep_cpu_default.py --home ~/audioscale --settings base,lr1e-3 [--probe knn]
+
+Needs the embedded defaults built (`bash scripts/main.sh` once, or `python -m pipeline.corpus` and
+`python -m pipeline.prep`). Prints one row per checkpoint and a summary per setting; the README's
+"Choosing the CPU default" section quotes its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import pickle
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from models import build_model  # noqa: E402
+from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation  # noqa: E402
+from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays  # noqa: E402
+from pipeline.evaluate.scores import quality_q  # noqa: E402
+from pipeline.evaluate.task_data import (  # noqa: E402
+    encode_targets,
+    list_task_dirs,
+    probe_splits,
+    read_split_labels,
+    read_task_audio,
+    read_task_info,
+)
+from pipeline.pool_rankme import measure_pool_rankme  # noqa: E402
+from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noqa: E402
+from pipeline.shards.crops import crop_or_pad  # noqa: E402
+from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
+from pipeline.shards.rankme_pool import select_pool  # noqa: E402
+
+# The naive baseline's test scores (README "Labeled tasks": mean/std of log-mel -> logistic regression).
+NAIVE = {"language_real": 0.737, "language_synthetic": 0.500, "spoken_digits": 0.768, "pitch": 0.932,
+         "instrument_family": 0.384, "drum_type": 0.746, "speaker_count": 0.380}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    overrides: dict = dataclasses.field(default_factory=dict)
+    peak_lr: float = 1.9e-5  # today's default: 1.5e-4 x 32 / 256
+    steps: int = 100
+    batch: int = 32
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.0
+    weight_decay: float = 0.05
+    mask_ratio: float = 0.75
+
+
+# A setting is named by its tokens, e.g. "lr1e-3_s2000_m0.9_w128_d4": lr peak lr, s steps, b batch,
+# m mask ratio, w/d encoder width/depth (heads = width / 16), wd weight decay, wu warmup fraction,
+# min cosine floor, nt0 raw (not per-patch normalised) targets, k=v any other model override.
+TOKENS = {"lr": ("peak_lr", float), "s": ("steps", int), "b": ("batch", int), "m": ("mask_ratio", float),
+          "wd": ("weight_decay", float), "wu": ("warmup_fraction", float), "min": ("min_lr_ratio", float)}  # fmt: skip
+
+
+def parse_setting(name: str) -> Setting:
+    fields, overrides = {}, {}
+    for token in name.split("_"):
+        if token == "base":
+            continue
+        if "=" in token:
+            key, value = token.split("=", 1)
+            overrides[key] = json.loads(value)
+        elif token == "nt0":
+            overrides["normalize_target_patches"] = False
+        elif match := re.fullmatch(r"([wd])(\d+)", token):
+            overrides["encoder_dim" if match[1] == "w" else "encoder_depth"] = int(match[2])
+        elif match := re.fullmatch(r"(lr|s|b|m|wd|wu|min)([0-9.e-]+)", token):
+            field, kind = TOKENS[match[1]]
+            fields[field] = kind(match[2])
+        else:
+            raise SystemExit(f"setting {name!r}: unknown token {token!r}")
+    if "encoder_dim" in overrides:
+        overrides["encoder_heads"] = max(1, overrides["encoder_dim"] // 16)
+    return Setting(overrides=overrides, **fields)
+
+
+def cached_task_inputs(tasks_dir: Path, normalisation: MelNormalisation, spec) -> list[dict]:
+    """Per task and split: the model's input chunks (normalised log-mel, whole patches) and targets."""
+    embedder = FrameEmbedder.__new__(FrameEmbedder)  # only its input rule: no model needed yet
+    embedder.spec, embedder.normalisation = spec, normalisation
+    from pipeline.audio.frontend import get_preset
+
+    embedder.preset = get_preset(spec.frontend_preset)
+    tasks = []
+    for task_dir in list_task_dirs(tasks_dir):
+        task = read_task_info(task_dir)
+        needed = sorted({n for fold in probe_splits(task) for n in (*fold.train, fold.valid, fold.test)})
+        splits = {}
+        for split in needed:
+            labels = read_split_labels(task, split)
+            names = sorted(labels)
+            mels = [embedder.model_input(read_task_audio(task, split, name)) for name in names]
+            splits[split] = (mels, encode_targets(task, [labels[n] for n in names]))
+        tasks.append({"task": task, "splits": splits})
+    return tasks
+
+
+@torch.no_grad()
+def scene_embeddings(model, mels: list[np.ndarray], crop: int) -> np.ndarray:
+    """Mean over each clip's frames of the frozen encoder's features (as FrameEmbedder computes it)."""
+    chunks, owners = [], []
+    for index, mel in enumerate(mels):
+        for start in range(0, len(mel), crop):
+            chunks.append(mel[start : start + crop])
+            owners.append(index)
+    sums = np.zeros((len(mels), model.spec.embed_dim), np.float64)
+    counts = np.zeros(len(mels))
+    by_length: dict[int, list[int]] = {}
+    for i, chunk in enumerate(chunks):
+        by_length.setdefault(len(chunk), []).append(i)
+    for indices in by_length.values():
+        for start in range(0, len(indices), 256):
+            batch = indices[start : start + 256]
+            features = model.embed(torch.from_numpy(np.stack([chunks[i] for i in batch]))).float().numpy()
+            for row, i in enumerate(batch):
+                sums[owners[i]] += features[row].sum(axis=0)
+                counts[owners[i]] += features.shape[1]
+    return (sums / counts[:, None]).astype(np.float32)
+
+
+def measure(model, pool, tasks, probe_name: str) -> dict:
+    model.eval()
+    tick = time.perf_counter()
+    rankme = measure_pool_rankme(model, pool, device="cpu")
+    scores = {}
+    for entry in tasks:
+        task = entry["task"]
+        splits = {name: split_arrays(scene_embeddings(model, mels, model.spec.crop_frames), targets)
+                  for name, (mels, targets) in entry["splits"].items()}
+        score, _ = probe_task(task, splits, seeds=1, training=scene_probe(probe_name))
+        scores[task.name] = score.mean
+    model.train()
+    return {"R": rankme.value, "N": rankme.n, "Q": quality_q(scores), "tasks": scores,
+            "eval_s": time.perf_counter() - tick}
+
+
+def checkpoint_steps(steps: int, count: int = 5) -> list[int]:
+    """0, then `count - 1` log-spaced steps ending at `steps`."""
+    marks = {0, steps}
+    for i in range(1, count - 1):
+        marks.add(int(round(steps ** (i / (count - 1)))))
+    return sorted(marks)
+
+
+class TrainingRows:
+    """Every training row's normalised log-mel in memory; an epoch is one random crop per row
+    (as pipeline.shards.crops: per-bin dataset mean/std, short rows padded with their minimum)."""
+
+    def __init__(self, shards: Path, manifest: dict) -> None:
+        mean, std = np.asarray(manifest["mean"], np.float32), np.maximum(np.asarray(manifest["std"], np.float32), 1e-5)
+        table = read_shard_table(shards, columns=["mel"])
+        self.rows = [(mel - mean) / std for mel in mel_matrices(table["mel"])]
+
+    def epoch_crops(self, crop: int, *, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        crops = np.stack([crop_or_pad(mel, crop, rng) for mel in self.rows])
+        return crops[rng.permutation(len(crops))]
+
+
+def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, pool, tasks, probe: str, seed: int) -> list[dict]:
+    torch.manual_seed(seed)
+    model = build_model("mae-debug", **setting.overrides, mask_ratio=setting.mask_ratio)
+    crop = model.spec.crop_frames
+    optimizer = build_optimizer(model, base_lr=0.0, global_batch_size=setting.batch,
+                                weight_decay=setting.weight_decay, peak_lr=setting.peak_lr)
+    warmup = max(1, int(setting.warmup_fraction * setting.steps))
+    marks, rows, epoch, crops, losses = checkpoint_steps(setting.steps), [], 0, np.zeros((0,)), []
+    started = time.perf_counter()
+    for step in range(setting.steps + 1):
+        if step in marks:
+            row = {"setting": name, "step": step, "loss": float(np.mean(losses[-10:])) if losses else math.nan,
+                   **measure(model, pool, tasks, probe), "train_s": time.perf_counter() - started}
+            rows.append(row)
+            print(f"{name:>14} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
+                  f"[{' '.join(f'{v:.2f}' for v in row['tasks'].values())}] eval {row['eval_s']:.0f}s "
+                  f"elapsed {row['train_s']:.0f}s", flush=True)
+        if step == setting.steps:
+            break
+        if len(crops) < setting.batch:  # a fresh epoch: one random crop per row, shuffled
+            crops = training_rows.epoch_crops(crop, seed=seed * 1000 + epoch)
+            epoch += 1
+        batch, crops = torch.from_numpy(crops[: setting.batch]), crops[setting.batch :]
+        for group in optimizer.param_groups:
+            group["lr"] = setting.peak_lr * warmup_cosine_factor(step, warmup_steps=warmup, total_steps=setting.steps,
+                                                                 min_lr_ratio=setting.min_lr_ratio)
+        loss = model(batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, required=True, help="an $AUDIOSCALE_HOME with the defaults built")
+    parser.add_argument("--settings", default="base", help="comma-separated setting names (see TOKENS)")
+    parser.add_argument("--probe", default="knn", help="linear | knn (deterministic probes)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)")
+    parser.add_argument("--inputs-file", type=Path, default=None,
+                        help="keep the task inputs here between runs (a pickle; reuse only with the same home)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every row here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    shards = args.home / "shards" / "dasheng"
+    manifest = read_manifest(shards)
+    spec = build_model("mae-debug").spec
+    normalisation = MelNormalisation(per_clip=False, bin_mean=np.asarray(manifest["mean"], np.float32),
+                                     bin_std=np.asarray(manifest["std"], np.float32))
+    tick = time.perf_counter()
+    if args.inputs_file is not None and args.inputs_file.exists():
+        tasks = pickle.loads(args.inputs_file.read_bytes())
+    else:
+        tasks = cached_task_inputs(args.home / "tasks", normalisation, spec)
+        if args.inputs_file is not None:
+            args.inputs_file.write_bytes(pickle.dumps(tasks))
+    pool = select_pool(shards, crop_frames=spec.crop_frames)
+    training_rows = TrainingRows(shards, manifest)
+    print(f"task inputs cached in {time.perf_counter() - tick:.0f} s; pool N {sum(k for _, k in pool.rows)}", flush=True)
+    rows = []
+    for name in args.settings.split(","):
+        rows += run_setting(name, parse_setting(name), training_rows=training_rows, pool=pool, tasks=tasks, probe=args.probe, seed=args.seed)
+    print(f"naive baseline Q {np.mean(list(NAIVE.values())):.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""Trial rows -> checkpoint rows: one (R, Q) point per evaluated checkpoint of each trial.
+
+Fig. 1a of the paper fits Q(R) over every checkpoint under compute constraints; a trial table
+whose rows carry `checkpoint_points` ({step: {"rankme", "q", "score/<task>"}}, written by
+sweeps.study.checkpoint_points) expands to one row per checkpoint. The bootstrap unit stays the
+trial (`configuration`): checkpoints of one run are not independent, so they are resampled together.
+Rows without points stay as they are (their last checkpoint is their only point).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+POINTS_COLUMN = "checkpoint_points"
+STEP_COLUMN = "checkpoint_step"
+
+
+def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
+    """One row per checkpoint point (trial name `<trial>@<step>`, `checkpoint_step`, `is_last`)."""
+    if POINTS_COLUMN not in trials.columns:
+        return trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})
+    rows = []
+    for _, trial in trials.iterrows():
+        points = trial[POINTS_COLUMN] if isinstance(trial[POINTS_COLUMN], dict) else {}
+        base = trial.drop(labels=[POINTS_COLUMN]).to_dict()
+        if not base.get("configuration"):  # the bootstrap unit: the trial, all its checkpoints together
+            base["configuration"] = base.get("trial")
+        if not points:
+            rows.append({**base, STEP_COLUMN: np.nan, "is_last": True})
+            continue
+        last = max(points)
+        for step, values in sorted(points.items()):
+            # The trial's Q interval belongs to its last checkpoint; earlier points have none logged.
+            interval = {} if step == last else {"q_ci_low": np.nan, "q_ci_high": np.nan}
+            rows.append({**base, **values, **interval, "trial": f"{base.get('trial')}@{step}",
+                         STEP_COLUMN: step, "is_last": step == last})
+    return pd.DataFrame(rows)
+
+
+def has_checkpoint_points(trials: pd.DataFrame) -> bool:
+    return POINTS_COLUMN in trials.columns and any(isinstance(p, dict) and p for p in trials[POINTS_COLUMN])

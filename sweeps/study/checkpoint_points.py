@@ -1,0 +1,51 @@
+"""A trial's checkpoints as (R, Q) points: what the study logs per checkpoint and reads back.
+
+The paper's Q(R) points are checkpoints (Fig. 1a: every checkpoint under compute constraints), so
+a trial evaluates several (its initialisation, Table III's RankMe steps, the last) and logs each
+one's `q`, `eval_rankme` and `score/<task>` at that checkpoint's step in the trial's child run.
+MLflow keeps the history, so reading a run back gives every point; the last step is the trial's
+own result (what `trial_table_from_runs` reads as `q` and `rankme`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline import tracking
+
+TASK_SCORE_PREFIX = "score/"  # as sweeps.report.task_laws names the per-task columns
+POINTS_COLUMN = "checkpoint_points"  # trial table column: {step: {"rankme", "q", "score/<task>"}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointPoint:
+    rankme: float  # on the study's RankMe pool
+    q: float
+    task_scores: dict[str, float] = field(default_factory=dict)
+
+
+def log_checkpoint_points(run: tracking.TrackedRun, points: dict[int, CheckpointPoint], *, last_step: int) -> None:
+    """Each checkpoint before the last at its step (the last is logged with the trial's result)."""
+    for step, point in sorted(points.items()):
+        if step < last_step:
+            scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in point.task_scores.items()}
+            run.log_metrics({"q": point.q, "eval_rankme": point.rankme, **scores}, step=step)
+
+
+def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[int, dict[str, float]]:
+    """{step: {"rankme", "q", "score/<task>"}} from a child run's metric histories; {} with one
+    evaluated checkpoint (nothing beyond the trial's own row)."""
+    q_by_step = dict(metrics.get("q", []))
+    if len(q_by_step) < 2:
+        return {}
+    rankme_by_step = dict(metrics.get("eval_rankme", []))
+    points = {}
+    for step, q in sorted(q_by_step.items()):
+        if step not in rankme_by_step:
+            continue  # a point needs both R and Q
+        point = {"rankme": rankme_by_step[step], "q": q}
+        for key, history in metrics.items():
+            if key.startswith(TASK_SCORE_PREFIX) and (value := dict(history).get(step)) is not None:
+                point[key] = value
+        points[int(step)] = point
+    return points

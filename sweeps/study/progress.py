@@ -1,0 +1,79 @@
+"""What a person watching a study sees: one line per event that matters, with an ETA.
+
+A Ray Tune callback on the driver: trial i/n started, RankMe at a step (when training reports
+reach Tune: the early-stop scheduler's runs), trial finished with its R and Q (or failed), and an
+estimate of the time left from the mean duration of finished trials and the concurrency. Lines go
+to stderr with a `[study]` prefix and the wall clock, so they read well in a terminal and in
+`ray job logs`. `--quiet` turns them off.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from ray.tune import Callback
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def progress_writer(*, quiet: bool) -> Callable[[str], None]:
+    """One `[study HH:MM:SS]` line on stderr per call (nothing when quiet)."""
+    if quiet:
+        return lambda text: None
+    return lambda text: print(f"[study {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+class StudyProgress(Callback):
+    def __init__(self, n_trials: int, *, max_concurrent: int, write: Callable[[str], None] | None = None) -> None:
+        self.n_trials, self.max_concurrent = n_trials, max(1, max_concurrent)
+        self.started: dict[str, float] = {}
+        self.durations: list[float] = []
+        self.n_failed = 0
+        self.last_step: dict[str, int] = {}
+        self.begun = time.monotonic()
+        self._say = write or progress_writer(quiet=False)
+
+    def eta(self) -> str:
+        """Time left: unfinished trials x mean trial time / concurrency, minus what runs already did."""
+        done = len(self.durations) + self.n_failed
+        if not self.durations:
+            return "ETA after the first trial"
+        mean = sum(self.durations) / len(self.durations)
+        now = time.monotonic()
+        running = [min(mean, now - start) for start in self.started.values()]
+        waiting = self.n_trials - done - len(running)
+        left = (waiting * mean + sum(mean - spent for spent in running)) / self.max_concurrent
+        return f"about {_clock(left)} left"
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        name = trial.config["trial"]["name"]
+        self.started[name] = time.monotonic()
+        position = len(self.durations) + self.n_failed + len(self.started)
+        self._say(f"trial {position}/{self.n_trials} started: {name}")
+
+    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        name = trial.config["trial"]["name"]
+        step = result.get("step")
+        if result.get("rankme") is not None and step is not None and step != self.last_step.get(name):
+            self.last_step[name] = step
+            self._say(f"{name}: RankMe R {result['rankme']:.2f} at step {step}")
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        name = trial.config["trial"]["name"]
+        seconds = time.monotonic() - self.started.pop(name, time.monotonic())
+        self.durations.append(seconds)
+        result = trial.last_result or {}
+        scores = f"R {result['rankme']:.2f}, Q {result['q']:.3f}" if "q" in result and "rankme" in result else "done"
+        finished = len(self.durations) + self.n_failed
+        self._say(f"trial {name} finished in {_clock(seconds)}: {scores} ({finished}/{self.n_trials}; {self.eta()})")
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        name = trial.config["trial"]["name"]
+        self.started.pop(name, None)
+        self.n_failed += 1
+        self._say(f"trial {name} FAILED (its error is in the MLflow run's audioscale.trial_error tag; {self.eta()})")
