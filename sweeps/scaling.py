@@ -46,6 +46,22 @@ def default_grid_saving() -> str:
     )
 
 
+def _add_evaluation_flags(parser: argparse.ArgumentParser, d: dict) -> None:
+    """How each trial is scored, and what the study prints."""
+    parser.add_argument(
+        "--eval-checkpoints", choices=list(EVAL_CHECKPOINTS), default=d["eval_checkpoints"],
+        help="checkpoints each trial evaluates: all (initialisation, Table III's RankMe steps, the last: Q(R) "
+        "over checkpoints as the paper's Fig. 1a) or final (default: the profile's, all for cpu_default)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines while the study runs")
+    parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
+    parser.add_argument(
+        "--probe", choices=list(SCENE_PROBES), default=d["probe"],
+        help="scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
+        "run, and Q compares only within one probe (default: the profile's: quick for cpu_default, hear for paper)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = {field.name: field.default for field in dataclasses.fields(StudyConfig)}  # StudyConfig's defaults
     parser = argparse.ArgumentParser(
@@ -73,18 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
-    parser.add_argument(
-        "--eval-checkpoints", choices=list(EVAL_CHECKPOINTS), default=d["eval_checkpoints"],
-        help="checkpoints each trial evaluates: all (initialisation, Table III's RankMe steps, the last: Q(R) "
-        "over checkpoints as the paper's Fig. 1a) or final (default: the profile's, all for cpu_default)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines while the study runs")
-    parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
-    parser.add_argument(
-        "--probe", choices=list(SCENE_PROBES), default=d["probe"],
-        help="scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
-        "run, and Q compares only within one probe (default: the profile's: quick for cpu_default, hear for paper)",
-    )
+    _add_evaluation_flags(parser, d)
     parser.add_argument(
         "--rankme-early-stop",
         action="store_true",
