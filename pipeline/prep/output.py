@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import json
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from pipeline.shards.format import (
     SHARD_FORMAT_VERSION,
     read_shard_table,
 )
+from pipeline.shards.integrity import part_file_problems
+from pipeline.shards.location import locate_shards
 
 OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME)
 
@@ -56,9 +59,19 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         )
     manifest_path = output_dir / MANIFEST_NAME
     if manifest_path.is_file() and not overwrite:
-        previous = json.loads(manifest_path.read_text())
+        try:
+            previous = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError:  # written atomically, so damaged since: like an interrupted run
+            previous = {"fingerprint": fingerprint, "part_files": None}
         if previous.get("fingerprint") == fingerprint:
-            return True
+            damage = part_file_problems(locate_shards(output_dir), previous)
+            if not damage:
+                return True
+            # Only prep's own files are here (checked above), so making them again loses nothing.
+            print(f"prep: {output_dir} holds these inputs with these settings, but {damage[0]}"
+                  f"{f' (and {len(damage) - 1} more)' if len(damage) > 1 else ''}; making it again", file=sys.stderr)
+            clear_output_dir(output_dir)
+            return False
         changed = [key for key in settings if previous.get("settings", {}).get(key) != settings[key]]
         what = f"settings differ ({', '.join(changed)})" if changed else "the input files differ"
         raise OutputConflictError(
@@ -128,7 +141,7 @@ def write_manifest(output_dir: Path, manifest: dict) -> None:
 def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path: str, num_listed: int,
                    num_inputs: int, stats: RowStatistics, rejected: list[dict], partial: list[dict],
                    dropped_tail_s: float, skipped_non_audio: int, skipped_symlink_loops: list[str],
-                   part_names: list[str], elapsed_s: float) -> dict:
+                   part_files: list[dict], elapsed_s: float) -> dict:
     return {
         "format_version": SHARD_FORMAT_VERSION,
         "audioscale_version": pipeline.__version__,
@@ -155,6 +168,6 @@ def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path
         "rows_by_split": stats.rows_by_split,
         "mean": stats.bin_mean,  # per mel bin, over every stored frame
         "std": stats.bin_std,
-        "part_files": part_names,
+        "part_files": part_files,  # [{"name", "rows", "bytes", "sha256"}]: pipeline.shards.integrity
         "elapsed_s": round(elapsed_s, 3),
     }

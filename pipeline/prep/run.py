@@ -33,7 +33,9 @@ from pipeline.prep.output import (
 )
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.ray_session import connect_ray
-from pipeline.shards.format import PART_GLOB, read_manifest
+from pipeline.shards.format import read_manifest
+from pipeline.shards.integrity import describe_part_files
+from pipeline.shards.location import locate_shards
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
@@ -218,7 +220,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
         num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
         dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
-        part_names=sorted(p.name for p in config.output_dir.glob(PART_GLOB)),
+        part_files=describe_part_files(locate_shards(config.output_dir)),
         elapsed_s=time.monotonic() - started,
     )
     write_manifest(config.output_dir, manifest)

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline.audio.frontend import normalize_clip
 from pipeline.shards.format import (
-    PART_GLOB,
+    checked_part_names,
     mel_matrices,
     read_manifest,
     read_shard_table,
@@ -126,7 +126,7 @@ def _checked_part_files(shard_dir: str | Path, manifest: dict, split: str | None
     if crop_frames <= 0:
         raise ValueError(f"crop_frames must be positive, got {crop_frames}")
     location = locate_shards(shard_dir)
-    files = [location.child_path(name) for name in location.file_names(PART_GLOB)]
+    files = [location.child_path(name) for name in checked_part_names(shard_dir, manifest)]
     if not files:
         raise ValueError(f"{shard_dir} has no rows to crop (num_rows={manifest.get('num_rows')})")
     if split is not None and split not in manifest.get("rows_by_split", {}):
