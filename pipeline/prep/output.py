@@ -29,7 +29,8 @@ from pipeline.shards.format import (
 from pipeline.shards.integrity import part_file_problems
 from pipeline.shards.location import locate_shards
 
-OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME)
+OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME, MANIFEST_NAME + ".tmp")  # .tmp: write_manifest's, if it crashed
+LOCK_NAME = ".prep.lock"  # pipeline.prep.lock; never deleted: removing a file another run waits on races
 
 
 class OutputConflictError(RuntimeError):
@@ -51,7 +52,7 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         return False
     if not output_dir.is_dir():
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
-    foreign = [p.name for p in output_dir.iterdir() if p.name not in OUR_NAMES and not p.match(PART_GLOB)]
+    foreign = [p.name for p in output_dir.iterdir() if p.name not in (*OUR_NAMES, LOCK_NAME) and not p.match(PART_GLOB)]
     if foreign:
         raise OutputConflictError(
             f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"

@@ -19,10 +19,12 @@ from pathlib import Path
 from pipeline.audio.frontend import get_preset
 from pipeline.audio.inputs import (
     InputFile,
+    InputListing,
     InputListingError,
     list_inputs,
     select_subset_hours,
 )
+from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
     compute_fingerprint,
@@ -189,13 +191,20 @@ def _featurize_on_ray(config: PrepConfig, readable: list[InputFile]) -> dict:
 def run_prep(config: PrepConfig) -> PrepResult:
     """Run the prep stage; reuses a finished identical output."""
     started = time.monotonic()
-    preset = get_preset(config.preset_name)
+    get_preset(config.preset_name)  # an unknown preset fails before anything is listed or locked
     if config.segment_s <= 0:
         raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
     listing = list_inputs(config.input_path)
     selected = listing.inputs
     if config.max_hours is not None:
         selected = select_subset_hours(listing.inputs, max_hours=config.max_hours, seed=config.seed)
+    with output_lock(config.output_dir):
+        return _prep_locked(config, listing, selected, started)
+
+
+def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[InputFile], started: float) -> PrepResult:
+    """The rest of `run_prep`, with the output folder's lock held (`pipeline.prep.lock`)."""
+    preset = get_preset(config.preset_name)
     settings = config.settings()
     fingerprint = compute_fingerprint(settings, selected)
     if prepare_output_dir(config.output_dir, fingerprint=fingerprint, settings=settings, overwrite=config.overwrite):

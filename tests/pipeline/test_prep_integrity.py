@@ -4,15 +4,43 @@ and a finished folder is reused only when its part files still match the manifes
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
-from prep_helpers import labeled_shards
+import soundfile
+from prep_helpers import SR, labeled_shards, tone
 
 from pipeline.prep.run import PrepConfig, run_prep
-from pipeline.shards.format import read_shard_table
+from pipeline.shards.format import read_manifest, read_shard_table
+from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.ray
+
+
+def _three_clips(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(3):
+        soundfile.write(folder / f"clip{index}.wav", tone(1.0 + index, freq_hz=300 + 100 * index, seed=index), SR)
+
+
+def test_two_concurrent_preps_into_one_folder_write_the_rows_once(tmp_path):
+    _three_clips(tmp_path / "audio")
+    command = [sys.executable, "-m", "pipeline.prep", "--input", str(tmp_path / "audio"),
+               "--output", str(tmp_path / "shards"), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    runs = [subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    # One run made the shards, the other waited for it and reused them.
+    assert sum("waiting for the prep run writing to" in err for _, err in outputs) == 1, outputs
+    assert sum("reusing it" in out for out, _ in outputs) == 1, outputs
+    manifest = read_manifest(tmp_path / "shards")
+    assert manifest["num_rows"] == read_shard_table(tmp_path / "shards").num_rows == 3
+    assert len(list((tmp_path / "shards").glob("part-*.parquet"))) == len(manifest["part_files"])
 
 
 @pytest.fixture()
