@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import pipeline
-from pipeline.audio.inputs import InputFile
+from pipeline.audio.inputs import DUPLICATE_KIND, InputFile
 from pipeline.shards.format import (
     MANIFEST_NAME,
     PART_GLOB,
@@ -159,6 +159,8 @@ def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path
         "num_rows": stats.num_rows,
         "num_rejected": len(rejected),
         "rejected_by_kind": dict(Counter(record["kind"] for record in rejected).most_common()),
+        # Second names of a file already listed (./x.wav, an absolute path, a link): counted once.
+        "duplicate_inputs": [{"path": r["path"], "reason": r["reason"]} for r in rejected if r["kind"] == DUPLICATE_KIND],
         "num_partial": len(partial),
         "partial_inputs": partial,  # decoded part-way: rows hold what came before the error
         "dropped_tail_s": round(dropped_tail_s, 6),  # tails shorter than one analysis window

@@ -13,6 +13,7 @@ import pytest
 import soundfile
 from prep_helpers import SR, labeled_shards, tone
 
+from pipeline.prep.__main__ import format_summary
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import read_manifest, read_shard_table
 from tests.conftest import REPO_ROOT
@@ -41,6 +42,30 @@ def test_two_concurrent_preps_into_one_folder_write_the_rows_once(tmp_path):
     manifest = read_manifest(tmp_path / "shards")
     assert manifest["num_rows"] == read_shard_table(tmp_path / "shards").num_rows == 3
     assert len(list((tmp_path / "shards").glob("part-*.parquet"))) == len(manifest["part_files"])
+
+
+def test_a_file_named_three_ways_is_one_input(ray_local, tmp_path):
+    _three_clips(tmp_path / "audio")
+    listing = tmp_path / "audio" / "list.csv"
+    absolute = tmp_path / "audio" / "clip0.wav"
+    listing.write_text(f"path\nclip0.wav\n./clip0.wav\n{absolute}\nclip1.wav\n")
+    result = run_prep(PrepConfig(input_path=listing, output_dir=tmp_path / "shards", segment_s=5.0,
+                                 show_progress=False))
+    manifest = result.manifest
+    assert (manifest["num_rows"], manifest["total_hours"] * 3600) == (2, pytest.approx(3.0))
+    assert [d["path"] for d in manifest["duplicate_inputs"]] == ["./clip0.wav", str(absolute)]
+    assert all("entry 1 ('clip0.wav', the same file)" in d["reason"] for d in manifest["duplicate_inputs"])
+    assert "warning: 2 inputs name a file already listed and count once: './clip0.wav'" in format_summary(result)
+
+
+def test_a_linked_file_in_a_directory_is_one_input(tmp_path):
+    from pipeline.audio.inputs import list_inputs
+
+    _three_clips(tmp_path)
+    os.symlink("clip0.wav", tmp_path / "alias.wav")
+    inputs = list_inputs(tmp_path).inputs
+    assert [(i.source, i.problem_kind) for i in inputs] == [
+        ("alias.wav", None), ("clip0.wav", "duplicate entry"), ("clip1.wav", None), ("clip2.wav", None)]
 
 
 @pytest.fixture()
