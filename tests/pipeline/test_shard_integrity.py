@@ -1,4 +1,4 @@
-"""Readers check the part files against the manifest's list before reading."""
+"""Readers check the part files against the manifest's list; short segments fail before training."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from prep_helpers import labeled_shards
 
+from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.shards.crops import (
+    ShortSegmentsError,
+    check_segments_fit_crop,
     crop_dataset,
     read_crops,
 )
@@ -101,3 +104,22 @@ def test_a_truncated_manifest_is_named(shards):
     (shards / "manifest.json").write_text('{"format_version": 1, "fing')
     with pytest.raises(ShardIntegrityError, match=r"shards/manifest.json is damaged"):
         read_manifest(shards)
+
+
+def test_segments_all_shorter_than_half_a_crop_are_refused_with_their_lengths(original):
+    # The labeled corpus's segments are 81 to 501 frames; a 1024-frame crop needs 512.
+    with pytest.raises(ShortSegmentsError, match=r"crops are 1024 frames.*at least 512.*81 to 501 frames.*"
+                                                 r"--crop-frames \(at most 1003 frames here\)"):
+        check_segments_fit_crop(original, crop_frames=1024)
+    check_segments_fit_crop(original, crop_frames=1003)  # 501 >= 1003 // 2: the longest segment fits
+
+
+def test_pretraining_refuses_short_segments_before_training_starts(original, tmp_path):
+    config = PretrainConfig(
+        model_name="audiomae++-debug", model_overrides={"crop_frames": 1024}, shards_dir=str(original), steps=2,
+        global_batch_size=2, micro_batch_size=2, num_workers=1, cpus_per_worker=0.5, run_name="short",
+        storage_path=str(tmp_path / "ray_results"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
+    with pytest.raises(ShortSegmentsError, match=str(original)):
+        run_pretraining(config)
+    assert not (tmp_path / "ray_results").exists()  # no TorchTrainer was built
