@@ -21,6 +21,7 @@ import soundfile
 # What a directory walk picks up; every other file is counted as skipped in the summary.
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".w64", ".opus"})
 MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl"})
+DUPLICATE_KIND = "duplicate entry"  # the problem_kind of a second name for an input already listed
 
 
 class InputListingError(ValueError):
@@ -77,10 +78,11 @@ def _stat_input(path: Path, source: str, **fields) -> InputFile:
 
 
 def walk_audio_directory(root: Path) -> InputListing:
-    """All audio files under `root`, following folder links but visiting each real folder once."""
+    """All audio files under `root`, following folder links but visiting each real folder (and file) once."""
     root = root.absolute()
     listing = InputListing(inputs=[])
     visited_folders: set[tuple[int, int]] = set()
+    first_source_of: dict[str, str] = {}  # resolved path -> the source it was first listed as
     for folder, subfolders, files in os.walk(root, followlinks=True):
         stat = os.stat(folder)
         if (stat.st_dev, stat.st_ino) in visited_folders:
@@ -95,7 +97,13 @@ def walk_audio_directory(root: Path) -> InputListing:
             if path.suffix.lower() not in AUDIO_EXTENSIONS:
                 listing.skipped_non_audio += 1
                 continue
-            listing.inputs.append(_stat_input(path, path.relative_to(root).as_posix()))
+            source, same_file = path.relative_to(root).as_posix(), os.path.realpath(path)
+            if same_file in first_source_of:  # a file link to an audio file already listed
+                listing.inputs.append(InputFile(path=str(path), source=source, problem_kind=DUPLICATE_KIND,
+                                                problem=f"duplicate of {first_source_of[same_file]!r}, the same file"))
+                continue
+            first_source_of[same_file] = source
+            listing.inputs.append(_stat_input(path, source))
     return listing
 
 
@@ -114,11 +122,14 @@ def _manifest_records(manifest: Path) -> list[dict]:
 
 
 def read_input_manifest(manifest: Path) -> list[InputFile]:
-    """Rows with `path` (relative paths are relative to the manifest's folder), optional label/split."""
+    """Rows with `path` (relative paths are relative to the manifest's folder), optional label/split.
+
+    A file named twice (`clip0.wav`, `./clip0.wav`, its absolute path, a link to it) is one input:
+    entries are compared by their resolved path, and every later one is a "duplicate entry"."""
     records = _manifest_records(manifest)
     if records and "path" not in records[0]:
         raise InputListingError(f"{manifest}: needs a 'path' column/key; found {sorted(records[0])}")
-    inputs, first_line_of = [], {}
+    inputs, first_entry_of = [], {}
     for line_number, record in enumerate(records, start=1):
         source = str(record.get("path") or "").strip()
         if not source:
@@ -126,12 +137,14 @@ def read_input_manifest(manifest: Path) -> list[InputFile]:
         fields = {key: (str(record[key]) if record.get(key) not in (None, "") else None) for key in ("label", "split")}
         path = Path(source).expanduser()
         path = path if path.is_absolute() else manifest.parent / path
-        if source in first_line_of:
-            duplicate = f"duplicate of entry {first_line_of[source]}"
-            inputs.append(InputFile(path=str(path), source=source, problem=duplicate,
-                                    problem_kind="duplicate entry", **fields))
+        same_file = os.path.realpath(path)
+        if same_file in first_entry_of:
+            first_line, first_source = first_entry_of[same_file]
+            named = "" if first_source == source else f" ({first_source!r}, the same file)"
+            inputs.append(InputFile(path=str(path), source=source, problem=f"duplicate of entry {first_line}{named}",
+                                    problem_kind=DUPLICATE_KIND, **fields))
             continue
-        first_line_of[source] = line_number
+        first_entry_of[same_file] = (line_number, source)
         inputs.append(_stat_input(path, source, **fields))
     return inputs
 

@@ -39,6 +39,10 @@ def format_summary(result: PrepResult) -> str:
         lines.append(f"rejected {manifest['num_rejected']}: {by_kind} (reasons in rejected.jsonl)")
     else:
         lines.append("rejected 0")
+    if duplicates := manifest.get("duplicate_inputs"):
+        named = ", ".join(f"{d['path']!r} ({d['reason']})" for d in duplicates[:3])
+        lines.append(f"warning: {len(duplicates)} inputs name a file already listed and count once: {named}"
+                     + (", ..." if len(duplicates) > 3 else "") + " (duplicate_inputs in manifest.json)")
     if manifest["num_partial"]:
         lines.append(f"{manifest['num_partial']} inputs decoded only in part (see partial_inputs in manifest.json)")
     skipped = Counter({"non-audio files": manifest["skipped_non_audio_files"],

@@ -11,13 +11,14 @@ import datetime
 import hashlib
 import json
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 import pipeline
-from pipeline.audio.inputs import InputFile
+from pipeline.audio.inputs import DUPLICATE_KIND, InputFile
 from pipeline.shards.format import (
     MANIFEST_NAME,
     PART_GLOB,
@@ -25,8 +26,11 @@ from pipeline.shards.format import (
     SHARD_FORMAT_VERSION,
     read_shard_table,
 )
+from pipeline.shards.integrity import part_file_problems
+from pipeline.shards.location import locate_shards
 
-OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME)
+OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME, MANIFEST_NAME + ".tmp")  # .tmp: write_manifest's, if it crashed
+LOCK_NAME = ".prep.lock"  # pipeline.prep.lock; never deleted: removing a file another run waits on races
 
 
 class OutputConflictError(RuntimeError):
@@ -48,7 +52,7 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         return False
     if not output_dir.is_dir():
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
-    foreign = [p.name for p in output_dir.iterdir() if p.name not in OUR_NAMES and not p.match(PART_GLOB)]
+    foreign = [p.name for p in output_dir.iterdir() if p.name not in (*OUR_NAMES, LOCK_NAME) and not p.match(PART_GLOB)]
     if foreign:
         raise OutputConflictError(
             f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
@@ -56,9 +60,19 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         )
     manifest_path = output_dir / MANIFEST_NAME
     if manifest_path.is_file() and not overwrite:
-        previous = json.loads(manifest_path.read_text())
+        try:
+            previous = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError:  # written atomically, so damaged since: like an interrupted run
+            previous = {"fingerprint": fingerprint, "part_files": None}
         if previous.get("fingerprint") == fingerprint:
-            return True
+            damage = part_file_problems(locate_shards(output_dir), previous)
+            if not damage:
+                return True
+            # Only prep's own files are here (checked above), so making them again loses nothing.
+            print(f"prep: {output_dir} holds these inputs with these settings, but {damage[0]}"
+                  f"{f' (and {len(damage) - 1} more)' if len(damage) > 1 else ''}; making it again", file=sys.stderr)
+            clear_output_dir(output_dir)
+            return False
         changed = [key for key in settings if previous.get("settings", {}).get(key) != settings[key]]
         what = f"settings differ ({', '.join(changed)})" if changed else "the input files differ"
         raise OutputConflictError(
@@ -128,7 +142,7 @@ def write_manifest(output_dir: Path, manifest: dict) -> None:
 def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path: str, num_listed: int,
                    num_inputs: int, stats: RowStatistics, rejected: list[dict], partial: list[dict],
                    dropped_tail_s: float, skipped_non_audio: int, skipped_symlink_loops: list[str],
-                   part_names: list[str], elapsed_s: float) -> dict:
+                   part_files: list[dict], elapsed_s: float) -> dict:
     return {
         "format_version": SHARD_FORMAT_VERSION,
         "audioscale_version": pipeline.__version__,
@@ -145,6 +159,8 @@ def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path
         "num_rows": stats.num_rows,
         "num_rejected": len(rejected),
         "rejected_by_kind": dict(Counter(record["kind"] for record in rejected).most_common()),
+        # Second names of a file already listed (./x.wav, an absolute path, a link): counted once.
+        "duplicate_inputs": [{"path": r["path"], "reason": r["reason"]} for r in rejected if r["kind"] == DUPLICATE_KIND],
         "num_partial": len(partial),
         "partial_inputs": partial,  # decoded part-way: rows hold what came before the error
         "dropped_tail_s": round(dropped_tail_s, 6),  # tails shorter than one analysis window
@@ -155,6 +171,6 @@ def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path
         "rows_by_split": stats.rows_by_split,
         "mean": stats.bin_mean,  # per mel bin, over every stored frame
         "std": stats.bin_std,
-        "part_files": part_names,
+        "part_files": part_files,  # [{"name", "rows", "bytes", "sha256"}]: pipeline.shards.integrity
         "elapsed_s": round(elapsed_s, 3),
     }

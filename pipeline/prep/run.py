@@ -19,10 +19,12 @@ from pathlib import Path
 from pipeline.audio.frontend import get_preset
 from pipeline.audio.inputs import (
     InputFile,
+    InputListing,
     InputListingError,
     list_inputs,
     select_subset_hours,
 )
+from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
     compute_fingerprint,
@@ -33,7 +35,9 @@ from pipeline.prep.output import (
 )
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.ray_session import connect_ray
-from pipeline.shards.format import PART_GLOB, read_manifest
+from pipeline.shards.format import read_manifest
+from pipeline.shards.integrity import describe_part_files
+from pipeline.shards.location import locate_shards
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
@@ -187,13 +191,20 @@ def _featurize_on_ray(config: PrepConfig, readable: list[InputFile]) -> dict:
 def run_prep(config: PrepConfig) -> PrepResult:
     """Run the prep stage; reuses a finished identical output."""
     started = time.monotonic()
-    preset = get_preset(config.preset_name)
+    get_preset(config.preset_name)  # an unknown preset fails before anything is listed or locked
     if config.segment_s <= 0:
         raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
     listing = list_inputs(config.input_path)
     selected = listing.inputs
     if config.max_hours is not None:
         selected = select_subset_hours(listing.inputs, max_hours=config.max_hours, seed=config.seed)
+    with output_lock(config.output_dir):
+        return _prep_locked(config, listing, selected, started)
+
+
+def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[InputFile], started: float) -> PrepResult:
+    """The rest of `run_prep`, with the output folder's lock held (`pipeline.prep.lock`)."""
+    preset = get_preset(config.preset_name)
     settings = config.settings()
     fingerprint = compute_fingerprint(settings, selected)
     if prepare_output_dir(config.output_dir, fingerprint=fingerprint, settings=settings, overwrite=config.overwrite):
@@ -218,7 +229,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
         num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
         dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
-        part_names=sorted(p.name for p in config.output_dir.glob(PART_GLOB)),
+        part_files=describe_part_files(locate_shards(config.output_dir)),
         elapsed_s=time.monotonic() - started,
     )
     write_manifest(config.output_dir, manifest)

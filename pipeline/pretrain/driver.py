@@ -32,6 +32,7 @@ from pipeline.pretrain.data import build_training_dataset, check_shards_match_mo
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.ray_session import connect_ray
+from pipeline.shards.crops import check_segments_fit_crop
 from pipeline.shards.format import read_manifest
 from pipeline.tracking import (
     CODE_VERSION_ENV,
@@ -82,6 +83,8 @@ def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequen
     config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
     manifest = read_manifest(config.shards_dir)
     check_shards_match_model(config.shards_dir, manifest, model.spec)
+    # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
+    check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
     config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,

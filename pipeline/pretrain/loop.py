@@ -42,6 +42,7 @@ from pipeline.pretrain.data import (
     rankme_pool,
 )
 from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
+from pipeline.pretrain.resume import resume_directory
 from pipeline.pretrain.step import (
     forward_backward,
     freeze_parameters_without_gradients,
@@ -244,16 +245,15 @@ def restore_training_state(
     config: PretrainConfig,
     rank: int,
 ) -> int:
-    """Load Ray Train's latest checkpoint if there is one; returns the step to continue from.
-
-    Rank 0 gets its exact RNG state back; the other ranks reseed from (seed, rank, step), which
+    """Load the newest checkpoint that verifies (`pipeline.pretrain.resume`); returns the step to continue
+    from. Rank 0 gets its exact RNG state back; the other ranks reseed from (seed, rank, step), which
     keeps their masking streams distinct and reproducible without one RNG file per rank.
     """
     checkpoint = ray.train.get_checkpoint()
     start_step = 0
     rng_state = None
     if checkpoint is not None:
-        with checkpoint.as_directory() as directory:
+        with resume_directory(checkpoint) as directory:
             load_model_weights(model, directory)
             state = load_train_state(directory)
         optimizer.load_state_dict(state["optimizer"])

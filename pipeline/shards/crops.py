@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline.audio.frontend import normalize_clip
 from pipeline.shards.format import (
-    PART_GLOB,
+    checked_part_names,
     mel_matrices,
     read_manifest,
     read_shard_table,
@@ -93,6 +93,28 @@ def count_short_segments(shard_dir: str | Path, *, crop_frames: int, min_frames:
     return int((frames < min_frames).sum())
 
 
+class ShortSegmentsError(ValueError):
+    """No segment of a shard set is long enough to give a crop."""
+
+
+def check_segments_fit_crop(shard_dir: str | Path, *, crop_frames: int, min_frames: int | None = None) -> None:
+    """Raise `ShortSegmentsError` when every segment is shorter than `min_frames` (default: half a
+    crop), so `crop_dataset` would skip them all: checked before training starts, since the workers
+    would otherwise wait for a first batch that never comes and fail minutes later."""
+    min_frames = crop_frames // 2 if min_frames is None else min_frames
+    frames = read_shard_table(shard_dir, columns=["num_frames"])["num_frames"].to_numpy()
+    if len(frames) and int(frames.max()) >= min_frames:
+        return
+    found = (f"its {len(frames)} segments are {int(frames.min())} to {int(frames.max())} frames long "
+             f"(median {int(np.median(frames))})") if len(frames) else "it holds no segments"
+    raise ShortSegmentsError(
+        f"no segment of {shard_dir} is long enough for a training crop: crops are {crop_frames} frames and a "
+        f"segment needs at least {min_frames} (half a crop, the rest padded), but {found}. Pass a shorter "
+        f"--crop-frames (at most {2 * int(frames.max()) + 1} frames here), or prepare longer audio "
+        "(longer clips, or a larger prep --segment-s if the clips are longer than the segments)"
+    )
+
+
 def _crop_udf(manifest: dict, *, crop_frames: int, seed: int, normalize: bool, split: str | None,
               min_frames: int | None) -> CropBatch:
     per_clip = bool(normalize and manifest["preset"]["normalize_per_clip"])
@@ -126,7 +148,7 @@ def _checked_part_files(shard_dir: str | Path, manifest: dict, split: str | None
     if crop_frames <= 0:
         raise ValueError(f"crop_frames must be positive, got {crop_frames}")
     location = locate_shards(shard_dir)
-    files = [location.child_path(name) for name in location.file_names(PART_GLOB)]
+    files = [location.child_path(name) for name in checked_part_names(shard_dir, manifest)]
     if not files:
         raise ValueError(f"{shard_dir} has no rows to crop (num_rows={manifest.get('num_rows')})")
     if split is not None and split not in manifest.get("rows_by_split", {}):

@@ -34,11 +34,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.audio.segments import Segment
+from pipeline.shards.integrity import (
+    PART_GLOB,
+    ShardIntegrityError,
+    verified_part_names,
+)
 from pipeline.shards.location import is_uri, locate_shards
 
 MANIFEST_NAME = "manifest.json"
 REJECTED_NAME = "rejected.jsonl"
-PART_GLOB = "part-*.parquet"
 SHARD_FORMAT_VERSION = 1  # bump when the row layout changes; part of every fingerprint
 
 
@@ -113,7 +117,20 @@ def read_manifest(shard_dir: str | Path) -> dict:
             "make one with: python -m pipeline.prep --input AUDIO_DIR --output DIR"
             + (" and copy the whole directory there" if is_uri(shard_dir) else "")
         )
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ShardIntegrityError(
+            f"{locate_shards(shard_dir).as_given(MANIFEST_NAME)} is damaged (not valid JSON: {error}); re-run prep "
+            "into a new folder or with --overwrite"
+        ) from None
+
+
+def checked_part_names(shard_dir: str | Path, manifest: dict | None = None) -> list[str]:
+    """The part files a reader may read: the manifest's list, each checked to be there unchanged
+    (`pipeline.shards.integrity`); raises `ShardIntegrityError` naming what is missing or changed."""
+    manifest = read_manifest(shard_dir) if manifest is None else manifest
+    return verified_part_names(locate_shards(shard_dir), manifest)
 
 
 def read_rejected(shard_dir: str | Path) -> list[dict]:
@@ -124,9 +141,15 @@ def read_rejected(shard_dir: str | Path) -> list[dict]:
 
 
 def read_shard_table(shard_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
-    """All rows of a shard directory (local path or URI) as one pyarrow Table (plain pyarrow, no Ray)."""
+    """All rows of a shard directory (local path or URI) as one pyarrow Table (plain pyarrow, no Ray).
+
+    A finished directory's part files are checked against its manifest first; one without a manifest
+    yet (prep computing its statistics) is read as it stands."""
     location = locate_shards(shard_dir)
-    names = location.file_names(PART_GLOB)
+    if location.read_text(MANIFEST_NAME) is None:
+        names = location.file_names(PART_GLOB)
+    else:
+        names = checked_part_names(shard_dir)
     if not names:
         manifest = read_manifest(shard_dir)
         raise ValueError(

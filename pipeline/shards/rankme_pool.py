@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from pipeline.shards.crops import pool_normaliser
 from pipeline.shards.format import (
-    PART_GLOB,
+    checked_part_names,
     mel_matrices,
     read_manifest,
     read_shard_table,
@@ -118,7 +118,7 @@ def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.n
     wanted = dict(pool.rows)
     location = locate_shards(pool.shards_dir)
     pending: list[np.ndarray] = []
-    for name in location.file_names(PART_GLOB):
+    for name in checked_part_names(pool.shards_dir, manifest):
         table = pq.read_table(location.child_path(name), columns=["clip_id", "mel"], filesystem=location.filesystem)
         table = table.filter(pc.is_in(table["clip_id"], value_set=pa.array(list(wanted), table["clip_id"].type)))
         for clip_id, mel16 in zip(table["clip_id"].to_pylist(), mel_matrices(table["mel"])):

@@ -47,6 +47,7 @@ def test_directory_holds_safetensors_and_contract_metadata(tmp_path):
         "shard_fingerprint": "abc123",
         "code_version": code_version(),
         "total_steps": 100,
+        "sha256": {"model.safetensors": checkpoint.file_sha256(directory / "model.safetensors")},
     }
     assert checkpoint.read_checkpoint_meta(directory) == meta
     assert "embed.weight" in safetensors.torch.load_file(directory / "model.safetensors")

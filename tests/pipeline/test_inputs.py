@@ -98,3 +98,13 @@ def test_subset_larger_than_the_corpus_takes_everything(forty_one_second_clips):
     assert len(select_subset_hours(forty_one_second_clips, max_hours=1.0, seed=0)) == 40
     with pytest.raises(InputListingError, match="positive"):
         select_subset_hours(forty_one_second_clips, max_hours=0, seed=0)
+
+
+def test_csv_naming_one_file_three_ways_lists_it_once(tmp_path):
+    write_clips(tmp_path / "audio", 2)
+    absolute = tmp_path / "audio" / "clip_000.wav"
+    (tmp_path / "audio" / "list.csv").write_text(f"path\nclip_000.wav\n./clip_000.wav\n{absolute}\nclip_001.wav\n")
+    inputs = list_inputs(tmp_path / "audio" / "list.csv").inputs
+    assert [i.problem_kind for i in inputs] == [None, "duplicate entry", "duplicate entry", None]
+    assert inputs[1].problem == "duplicate of entry 1 ('clip_000.wav', the same file)"
+    assert sum(i.size_bytes for i in inputs) == absolute.stat().st_size + (tmp_path / "audio" / "clip_001.wav").stat().st_size

@@ -15,7 +15,11 @@ import torch
 from pretrain_testdata import make_tiny_shards
 
 from pipeline import tracking
-from pipeline.checkpoint import load_model_from_checkpoint, read_checkpoint_meta
+from pipeline.checkpoint import (
+    load_model_from_checkpoint,
+    read_checkpoint_meta,
+    verify_checkpoint,
+)
 from pipeline.pretrain.driver import NonFiniteLossError, PretrainConfig, run_pretraining
 
 pytestmark = pytest.mark.ray
@@ -185,3 +189,15 @@ def test_validation_early_stop_records_converged_and_stops_every_worker(shards_d
     assert run["tags"]["converged"] == "true" and run["tags"]["converged_step"] == "5"
     assert run["params"]["train_steps"] == "20" and "validation_mse" in run["metrics"]
     assert 3 in dict(result.rankme_history)  # an explicit --rankme-steps step
+
+
+def test_resume_past_a_truncated_newest_checkpoint(resumed_run, shards_dir, workdir):
+    # Before: the damaged newest checkpoint failed every retry and every re-run, naming no file.
+    _, second, _ = resumed_run
+    weights = Path(second.checkpoint_dir) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    third = run_pretraining(tiny_config(shards_dir, workdir, steps=20))
+    assert third.steps == 20 and third.run_id == second.run_id
+    run = tracking.read_run(third.tracking_uri, third.run_id)
+    assert run["metrics"]["resumed_from_step"][-1] == (12, 12.0)  # step 16 skipped, step 12 verified
+    verify_checkpoint(third.checkpoint_dir)

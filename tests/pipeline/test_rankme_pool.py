@@ -20,6 +20,8 @@ from pipeline.pool_rankme import measure_pool_rankme
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import rankme_pool
 from pipeline.shards.format import read_shard_table, segments_to_table
+from pipeline.shards.integrity import describe_part_files
+from pipeline.shards.location import locate_shards
 from pipeline.shards.rankme_pool import (
     MIN_SAMPLES_PER_FEATURE,
     PAPER_RANKME_N,
@@ -43,7 +45,8 @@ def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0)
     pq.write_table(segments_to_table(segments[:half], N_MELS), directory / "part-00000.parquet")
     pq.write_table(segments_to_table(segments[half:], N_MELS), directory / "part-00001.parquet")
     manifest = {"n_mels": N_MELS, "num_rows": rows, "preset": {"name": "audiomae", "normalize_per_clip": True},
-                "mean": [0.0] * N_MELS, "std": [1.0] * N_MELS, "rows_by_split": {}}
+                "mean": [0.0] * N_MELS, "std": [1.0] * N_MELS, "rows_by_split": {},
+                "part_files": describe_part_files(locate_shards(directory))}
     (directory / "manifest.json").write_text(json.dumps(manifest))
     return directory
 

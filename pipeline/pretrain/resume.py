@@ -1,0 +1,82 @@
+"""Which checkpoint a run resumes from: the newest one whose files still match their digests.
+
+Ray Train hands the worker its latest checkpoint. When that one is damaged (a truncated or partly
+overwritten file, found by `pipeline.checkpoint.verify_checkpoint`), failing would fail every
+retry and every re-run the same way, so the run falls back to the newest earlier checkpoint of the
+same run that verifies, and says which it skipped and why. Every rank makes the same choice: it is
+a pure function of the files. No Ray here: the checkpoint is read through its `path` and pyarrow
+`filesystem`, so a run stored in a bucket resumes the same way (each candidate is copied down).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from pipeline.checkpoint import CheckpointError, verify_checkpoint
+
+CHECKPOINT_PREFIX = "checkpoint_step_"  # the loop names every checkpoint folder checkpoint_step_<step:08d>
+
+
+def newest_verified_checkpoint(directories: Sequence[str | Path]) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """(the newest local checkpoint folder that verifies, [(skipped newer folder, why), ...]).
+
+    Newest = highest step in the folder name (zero-padded, so name order). None when none verifies."""
+    skipped = []
+    for directory in sorted(map(Path, directories), key=lambda path: path.name, reverse=True):
+        try:
+            verify_checkpoint(directory)
+        except CheckpointError as error:
+            skipped.append((directory, str(error)))
+            continue
+        return directory, skipped
+    return None, skipped
+
+
+def _sibling_checkpoints(path: str, filesystem: pafs.FileSystem) -> list[str]:
+    """The checkpoint folders next to `path` (the run's other checkpoints), `path` included."""
+    parent = path.rstrip("/").rpartition("/")[0] or "/"
+    infos = filesystem.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
+    names = [info.path for info in infos
+             if info.type == pafs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX)]
+    return sorted(set(names) | {path.rstrip("/")})
+
+
+@contextlib.contextmanager
+def _local_copy(path: str, filesystem: pafs.FileSystem) -> Iterator[Path]:
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        yield Path(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="audioscale-resume-") as directory:
+        local = Path(directory) / path.rstrip("/").rpartition("/")[2]
+        pafs.copy_files(path, str(local), source_filesystem=filesystem,
+                        destination_filesystem=pafs.LocalFileSystem())
+        yield local
+
+
+@contextlib.contextmanager
+def resume_directory(checkpoint, *, say=print) -> Iterator[Path]:
+    """A local folder of the newest verified checkpoint among `checkpoint` (Ray Train's latest, an
+    object with `.path` and `.filesystem`) and its sibling checkpoints; `say` reports each skipped
+    one. Raises `CheckpointError` listing every candidate when none verifies."""
+    skipped = []
+    for path in reversed(_sibling_checkpoints(checkpoint.path, checkpoint.filesystem)):
+        with _local_copy(path, checkpoint.filesystem) as local:
+            chosen, why = newest_verified_checkpoint([local])
+            if chosen is None:
+                skipped.append((path, why[0][1]))
+                say(f"resume: skipping checkpoint {path}: {why[0][1]}")
+                continue
+            if skipped:
+                say(f"resume: resuming from {path} instead ({len(skipped)} newer checkpoint(s) skipped)")
+            yield chosen
+            return
+    raise CheckpointError(
+        "no checkpoint of this run verifies, so it cannot resume: "
+        + "; ".join(f"{path}: {why}" for path, why in skipped)
+        + ". Delete the run's folder under --storage-path (or use a new --run-name) to start over."
+    )
