@@ -85,7 +85,9 @@ def plot_quality_vs(
             ax.fill_between(
                 x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band"
             )
-        ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1)
+        span = float(np.ptp(trials["q"])) or 0.05
+        if fit.params["q_inf"] <= trials["q"].max() + span:  # far above the data it only squashes the points
+            ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
     ax.set_xscale("log")
     readable_log_ticks(ax, trials[column])
     ax.set_xlabel(label)
@@ -103,7 +105,7 @@ def plot_rankme_views(table: pd.DataFrame, study: StudyFits, info: StudyInfo | N
     title = info.title("Q(R)", len(trials))
     if CONVERGED_VIEW not in study.fits:
         figure = plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label=label, info=info)
-        figure.axes[0].set_title(title, fontsize="medium")
+        figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
     figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))

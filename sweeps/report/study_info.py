@@ -70,4 +70,4 @@ class StudyInfo:
     def title(self, what: str, n_points: int) -> str:
         parts = [f"study {self.name}" if self.name else "", f"grid {self.grid}" if self.grid else "",
                  f"probe {self.probe}" if self.probe else "", f"{n_points} points"]  # fmt: skip
-        return f"{what}: " + ", ".join(part for part in parts if part)
+        return f"{what}\n" + ", ".join(part for part in parts if part)  # two lines: a long name fits
