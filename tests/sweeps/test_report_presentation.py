@@ -100,6 +100,7 @@ def test_one_rankme_name_in_report_and_figures():
     study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
     markdown = study_markdown("masks", table, study, [], info=INFO)
     assert "| trial | RankMe R (pool, N=600) | Q | Q 95% interval |" in markdown
+    assert "Pearson r between RankMe R (pool, N=600) part-way through training (the R of Q(R)" in markdown
     figures = study_figures(table, study, INFO)
     assert figures["quality_vs_rankme.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600)"
     assert figures["early_rankme_vs_final_q.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600) at that step"
