@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import mlflow
 from mlflow.entities import Metric, Param, RunTag
@@ -27,6 +28,12 @@ from mlflow.exceptions import MlflowException
 from pipeline import paths
 
 CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
+# MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
+# reads this experiment tag (values in its bundle: "genai_development", "custom_model_development",
+# the latter shown as "Model training"). Every experiment this project creates trains models.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+RUN_DESCRIPTION_TAG = "mlflow.note.content"  # a run's description in the UI, rendered as markdown
 MAX_PARAM_CHARS = 6000
 
 
@@ -81,13 +88,18 @@ def code_version() -> str:
 
 
 def get_or_create_experiment(tracking_uri: str, experiment_name: str) -> str:
-    """The id of `experiment_name`, created (with an absolute artifact location) when missing."""
+    """The id of `experiment_name`, created (with an absolute artifact location) when missing, and
+    tagged as a model-training experiment (one made before that tag existed is tagged now)."""
     client = mlflow.MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is not None:
+        if EXPERIMENT_KIND_TAG not in experiment.tags:
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment.experiment_id
     try:
-        return client.create_experiment(experiment_name, artifact_location=_artifact_location(tracking_uri))
+        return client.create_experiment(
+            experiment_name, artifact_location=_artifact_location(tracking_uri), tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+        )
     except MlflowException:
         # Another process created it between our lookup and create.
         experiment = client.get_experiment_by_name(experiment_name)
@@ -223,6 +235,11 @@ def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> l
     return [a.path for a in client.list_artifacts(run_id, path)]
 
 
+def experiment_tags(tracking_uri: str, experiment_name: str) -> dict[str, str]:
+    experiment = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri)).get_experiment_by_name(experiment_name)
+    return dict(experiment.tags) if experiment is not None else {}
+
+
 def experiment_name_of_run(tracking_uri: str, run_id: str) -> str:
     """The name of the experiment a run belongs to (added by the evaluate stream)."""
     client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
@@ -249,6 +266,11 @@ def list_child_runs(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any
 def log_figure(run: TrackedRun, figure: Any, artifact_file: str) -> None:
     """A matplotlib figure as an image artifact of `run`."""
     mlflow.MlflowClient(run.tracking_uri).log_figure(run.run_id, figure, artifact_file)
+
+
+def artifact_download_path(run: TrackedRun, artifact_file: str) -> str:
+    """The MLflow server's route for one artifact, relative to the UI root (where its pages load)."""
+    return "get-artifact?" + urlencode({"path": artifact_file, "run_uuid": run.run_id})
 
 
 def log_text(run: TrackedRun, text: str, artifact_file: str) -> None:

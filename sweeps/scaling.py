@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 from pipeline import tracking
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
 from pipeline.evaluate.probes.scene import SCENE_PROBES
+from sweeps.study.closing import closing_lines
 from sweeps.study.config import StudyConfig
 from sweeps.study.driver import run_study
 from sweeps.study.early_stop_rule import (
@@ -156,19 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(outcome.report_markdown)
-    print(
-        f"trials run: {len(outcome.trials_run)}, skipped (finished earlier): {len(outcome.trials_skipped)}, "
-        f"failed: {outcome.trials_failed or 'none'}"
-    )
-    if outcome.early_stop is not None:
-        summary = outcome.early_stop
-        print(
-            f"RankMe early stopping: {len(summary.stopped_at_step)} trial(s) stopped, "
-            f"{100 * summary.steps_saved_fraction:.0f}% of planned steps saved; best configuration "
-            f"changed: {'yes' if summary.best_changed else 'no'} (best finished: {summary.best_finished})"
-        )
     uri = tracking.resolve_tracking_uri(args.tracking_uri)
-    print(f"open the study in MLflow: mlflow ui --backend-store-uri {uri}  (study run: {outcome.study_name})")
+    # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.
+    print("\n".join(closing_lines(outcome, tracking_uri=uri, bin_dir=Path(sys.executable).parent)))
     return 1 if outcome.trials_failed else 0
 
 

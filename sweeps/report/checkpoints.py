@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 POINTS_COLUMN = "checkpoint_points"
-STEP_COLUMN = "checkpoint_step"
+STEP_COLUMN = "step"  # as the figures and summary read it (sweeps.report.figure_style)
 
 
 def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per checkpoint point (trial name `<trial>@<step>`, `checkpoint_step`, `is_last`)."""
+    """One row per checkpoint point: the trial's name, its `step` and `is_last`."""
     if POINTS_COLUMN not in trials.columns:
         return trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})
     rows = []
@@ -33,8 +33,7 @@ def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
         for step, values in sorted(points.items()):
             # The trial's Q interval belongs to its last checkpoint; earlier points have none logged.
             interval = {} if step == last else {"q_ci_low": np.nan, "q_ci_high": np.nan}
-            rows.append({**base, **values, **interval, "trial": f"{base.get('trial')}@{step}",
-                         STEP_COLUMN: step, "is_last": step == last})
+            rows.append({**base, **values, **interval, STEP_COLUMN: step, "is_last": step == last})
     return pd.DataFrame(rows)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr
 
+from sweeps.report.study_info import rankme_axis_label
 from sweeps.study.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
 
 # Paper Sec. IV-E, Table III: Pearson r between RankMe at an early step and HEAR at 700k steps
@@ -142,7 +143,8 @@ def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
         )
     lines = [
         "", "## Does early RankMe predict final quality? (paper Table III)", "",
-        ("Pearson r between RankMe part-way through training and the final Q, trials pooled at equal fractions "
+        (f"Pearson r between {rankme_axis_label(trials)} part-way through training (the R of Q(R), on the same "
+         "pool) and the final Q, trials pooled at equal fractions "
          f"of their horizon; the final step is never correlated with itself. {horizon_note}"), "",
         "| fraction of horizon | steps | Pearson r | trials | paper PCC at this fraction |", "|---|---|---|---|---|",
     ]  # fmt: skip

@@ -16,11 +16,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweeps.laws.result import LawFit
+from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import (
     PAPER_TABLE_III,
     PAPER_TABLE_III_FINAL_STEP,
     early_points,
     pearson_early_prediction,
+)
+from sweeps.report.figure_style import (
+    connect_checkpoints,
+    label_points,
+    q_error_bars,
+    readable_log_ticks,
 )
 from sweeps.report.fits import (
     CONVERGED_VIEW,
@@ -29,13 +36,15 @@ from sweeps.report.fits import (
     converged_rows,
     usable_trials,
 )
+from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 FIGURE_SIZE_IN = (5.0, 3.8)
 
 
 def _curve_axis(values: pd.Series) -> np.ndarray:
+    """The fit and its band over the data's range only: beyond it the band is an extrapolation."""
     low, high = float(values.min()), float(values.max())
-    return np.geomspace(low, high * 1.5, 200)  # a little beyond the data: the extrapolation shows
+    return np.geomspace(low, high, 200)
 
 
 def plot_quality_vs(
@@ -47,8 +56,10 @@ def plot_quality_vs(
     ax=None,
     frontier: np.ndarray | None = None,
     rows: pd.Series | None = None,
+    info: StudyInfo | None = None,
 ) -> Figure:
-    """Q against one scale variable (log axis), with the fitted law and its bootstrap band.
+    """Q against one scale variable (log axis), with the fitted law and its bootstrap band over the
+    data's range, each trial named, checkpoints of a trial joined, informative Q error bars.
 
     `frontier` (per usable trial) rings the points the fit was made on (Q(C)'s efficiency frontier);
     `rows` (per usable trial) restricts the points drawn (Fig. 1b: converged checkpoints only).
@@ -58,7 +69,10 @@ def plot_quality_vs(
         trials = trials[rows.to_numpy()]
     figure = ax.figure if ax is not None else plt.figure(figsize=FIGURE_SIZE_IN)
     ax = ax if ax is not None else figure.add_subplot()
+    connect_checkpoints(ax, trials, column)
+    q_error_bars(ax, trials, column, info or StudyInfo())
     ax.scatter(trials[column], trials["q"], s=18, color="black", zorder=3, label="trials")
+    label_points(ax, trials, column)
     if frontier is not None and frontier.any():
         ax.scatter(
             trials[column][frontier], trials["q"][frontier], s=70, facecolors="none", edgecolors="tab:red",
@@ -72,41 +86,53 @@ def plot_quality_vs(
             ax.fill_between(
                 x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band"
             )
-        ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1)
+        span = float(np.ptp(trials["q"])) or 0.05
+        if fit.params["q_inf"] <= trials["q"].max() + span:  # far above the data it only squashes the points
+            ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
     ax.set_xscale("log")
+    readable_log_ticks(ax, trials[column])
     ax.set_xlabel(label)
     ax.set_ylabel("quality Q")
     ax.legend(fontsize="small")
     return figure
 
 
-def plot_rankme_views(table: pd.DataFrame, study: StudyFits) -> Figure:
-    """Paper Fig. 1: (a) Q(R) over all checkpoints; (b) over converged ones, when the table says which."""
-    if CONVERGED_VIEW not in study.fits:
-        figure = plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label="RankMe R")
-        figure.axes[0].set_title("(a) all checkpoints")
-        return figure
-    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
-    plot_quality_vs(table, "rankme", study.fits.get("Q(R)"), label="RankMe R", ax=all_ax)
+def plot_rankme_views(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> Figure:
+    """Paper Fig. 1: (a) Q(R) over all checkpoints; (b) over converged ones, when the table says which.
+    Titled with the study, grid, probe and number of points."""
+    info = info or StudyInfo()
     trials, _ = usable_trials(table)
+    points = checkpoint_rows(trials)  # (a) every evaluated checkpoint, as Q(R) is fitted
+    label = rankme_axis_label(trials)
+    title = info.title("Q(R)", len(points))
+    if CONVERGED_VIEW not in study.fits:
+        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info)
+        figure.axes[0].set_title(title, fontsize="small")
+        figure.tight_layout()
+        return figure
+    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info)
     plot_quality_vs(
-        table, "rankme", study.fits[CONVERGED_VIEW], label="RankMe R", ax=converged_ax, rows=converged_rows(trials)
-    )
+        table, "rankme", study.fits[CONVERGED_VIEW], label=label, ax=converged_ax, rows=converged_rows(trials),
+        info=info,
+    )  # fmt: skip
     all_ax.set_title("(a) all checkpoints")
     converged_ax.set_title("(b) converged checkpoints")
+    figure.suptitle(title, fontsize="medium")
     figure.tight_layout()
     return figure
 
 
-def plot_scaling_panels(table: pd.DataFrame, study: StudyFits) -> Figure:
+def plot_scaling_panels(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> Figure:
     """Q against N, D and C side by side; Q(C) fitted to, and ringing, its efficiency frontier."""
     figure, axes = plt.subplots(1, 3, figsize=(15.0, 3.8))
     for ax, name in zip(axes, ("Q(N)", "Q(D)", "Q(C)")):
         column, label = SATURATING_LAWS[name]
         if column in table.columns:
             frontier = study.q_c_frontier if name == "Q(C)" else None
-            plot_quality_vs(table, column, study.fits.get(name), label=label, ax=ax, frontier=frontier)
+            plot_quality_vs(table, column, study.fits.get(name), label=label, ax=ax, frontier=frontier, info=info)
         ax.set_title(name if name in study.fits else f"{name}: not fitted")
+    figure.suptitle((info or StudyInfo()).title("Q against scale", len(usable_trials(table)[0])), fontsize="medium")
     figure.tight_layout()
     return figure
 
@@ -134,7 +160,7 @@ def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
     return figure
 
 
-def plot_early_prediction(table: pd.DataFrame) -> Figure:
+def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) -> Figure:
     """Left: RankMe at each fraction of training against final Q; right: Pearson r by fraction."""
     trials, _ = usable_trials(table)
     horizons = trials["train_steps"] if "train_steps" in trials.columns else None
@@ -146,7 +172,7 @@ def plot_early_prediction(table: pd.DataFrame) -> Figure:
         pairs = [(trial[fraction][1], q) for trial, q in zip(points, trials["q"]) if fraction in trial]
         rankmes, qs = np.array(pairs).T
         scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"{100 * fraction:.1f}% of training")
-    scatter_ax.set(xlabel="RankMe at that point", ylabel="final Q", title="early RankMe vs final Q")
+    scatter_ax.set(xlabel=f"{rankme_axis_label(trials)} at that step", ylabel="final Q", title="early RankMe vs final Q")
     if len(correlations):  # fewer than 3 trials at every fraction: nothing plotted, no legend
         scatter_ax.legend(fontsize="x-small")
     r_ax.plot(correlations["fraction"], correlations["pearson_r"], marker="o", label="this study")
@@ -158,19 +184,21 @@ def plot_early_prediction(table: pd.DataFrame) -> Figure:
         title="early prediction",
     )  # fmt: skip
     r_ax.legend(fontsize="x-small")
+    figure.suptitle((info or StudyInfo()).title("Early prediction", len(trials)), fontsize="medium")
     figure.tight_layout()
     return figure
 
 
-def study_figures(table: pd.DataFrame, study: StudyFits) -> dict[str, Figure]:
-    """Every figure the table supports, keyed by a file name."""
+def study_figures(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> dict[str, Figure]:
+    """Every figure the table supports, keyed by a file name; Q against scale only where a scale law
+    was fitted (a mask-ratio study's N, D and C move only as side effects)."""
     figures = {}
     if "rankme" in table.columns:
-        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study)
-    if {"n_params", "hours", "flops"} & set(table.columns):
-        figures["quality_vs_scale.png"] = plot_scaling_panels(table, study)
+        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study, info)
+    if {"Q(N)", "Q(D)", "Q(C)"} & set(study.fits):
+        figures["quality_vs_scale.png"] = plot_scaling_panels(table, study, info)
     if "Q(N,D)" in study.fits:
         figures["quality_isolines_n_d.png"] = plot_joint_isolines(table, study.fits["Q(N,D)"])
     if "rankme_by_step" in table.columns:
-        figures["early_rankme_vs_final_q.png"] = plot_early_prediction(table)
+        figures["early_rankme_vs_final_q.png"] = plot_early_prediction(table, info)
     return figures

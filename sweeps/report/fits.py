@@ -25,6 +25,7 @@ from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.result import LawFit
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.frontier import frontier_mask
+from sweeps.report.study_info import law_not_on_grid
 from sweeps.report.task_laws import (
     TASK_SCORE_PREFIX,
     TaskLaw,
@@ -123,11 +124,16 @@ def _saturating_rows(trials: pd.DataFrame, name: str, column: str, frontier: np.
     return _rows_for(trials, column)
 
 
-def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0) -> StudyFits:
-    """Fit every law the table's variation supports; record why the others were skipped."""
+def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0, grid: str | None = None) -> StudyFits:
+    """Fit every law the table's variation supports; record why the others were skipped.
+
+    `grid` (the study's --grid): a law is fitted only along an axis the grid varies on purpose (a
+    mask-ratio study's FLOPs differ slightly, which is no compute axis); None: judge by the table.
+    """
     trials, n_failed = usable_trials(table)
     out: dict[str, dict] = {"fits": {}, "alternatives": {}, "skipped": {}}
-    frontier = frontier_mask(trials["flops"], trials["q"]) if "flops" in trials.columns else None
+    on_compute_grid = law_not_on_grid("Q(C)", grid) is None
+    frontier = frontier_mask(trials["flops"], trials["q"]) if "flops" in trials.columns and on_compute_grid else None
     laws = dict(SATURATING_LAWS)
     if "converged" in trials.columns:
         laws[CONVERGED_VIEW] = ("rankme", "RankMe R of converged checkpoints")
@@ -137,6 +143,9 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
             "so Fig. 1b's converged-only view cannot be drawn"
         )
     for name, (column, label) in laws.items():
+        if (off_grid := law_not_on_grid(name, grid)) is not None:
+            out["skipped"][name] = off_grid
+            continue
         if column not in trials.columns:
             out["skipped"][name] = f"the trial table has no {column} column"
             continue
@@ -147,7 +156,9 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
             out["skipped"][name] = f"only {n_distinct} distinct {label} value(s){where}; need >= {MIN_DISTINCT_SCALES}"
             continue
         _fit_both(fit_saturating, rows[column], name=name, rows=rows, out=out, n_bootstrap=n_bootstrap, seed=seed)
-    if {"n_params", "hours"} <= set(trials.columns) and min(
+    if (off_grid := law_not_on_grid("Q(N,D)", grid)) is not None:
+        out["skipped"]["Q(N,D)"] = off_grid
+    elif {"n_params", "hours"} <= set(trials.columns) and min(
         trials["n_params"].nunique(), trials["hours"].nunique()
     ) >= 2:
         _fit_both(

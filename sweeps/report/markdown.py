@@ -11,25 +11,27 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
-from sweeps.report.early_prediction import (
-    early_prediction_markdown,
-    simulate_rankme_early_stop,
-)
+from sweeps.report.early_prediction import early_prediction_markdown
+from sweeps.report.early_stop_markdown import early_stop_section, row_names
 from sweeps.report.fits import (
     StudyFits,
     parameters_disagree,
     task_score_columns,
     usable_trials,
 )
-from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.q_of_r_markdown import q_of_r_section
 from sweeps.report.rankme_pool_check import rankme_pool_lines
+from sweeps.report.study_info import StudyInfo
 from sweeps.report.task_laws import task_laws_markdown
-from sweeps.study.early_stop_rule import (
-    DEFAULT_CHECK_FRACTION,
-    DEFAULT_KEEP_FRACTION,
-    DecisionReplay,
-    replay_decision_point,
-)
+from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+
+# Figure file -> what it shows (the alt text, shown where an image cannot load).
+FIGURE_CAPTIONS = {
+    "quality_vs_rankme.png": "Q(R)",
+    "quality_vs_scale.png": "Q(N), Q(D), Q(C)",
+    "quality_isolines_n_d.png": "Q(N, D) iso-lines",
+    "early_rankme_vs_final_q.png": "early RankMe vs final Q",
+}
 
 # How the laws were fitted and checked, in words; sweeps.laws.fits and sweeps.report.q_trend are the code.
 METHOD = (
@@ -138,83 +140,9 @@ def frontier_sentence(trials: pd.DataFrame, study: StudyFits) -> list[str]:
     """Which trials form Q(C)'s compute-efficiency frontier (the points Eq. 6 is fitted to)."""
     if study.q_c_frontier is None:
         return []
-    names = _row_names(trials)
+    names = row_names(trials)
     on = [names[i] for i in np.flatnonzero(study.q_c_frontier)]
     return [f"- Q(C) frontier (Sec. IV-E, Fig. 5a): {len(on)} of {len(names)} trial rows: {', '.join(on)}."]
-
-
-def q_of_r_section(table: pd.DataFrame, study: StudyFits) -> list[str]:
-    """The headline law first: is there a trend to fit at all, then each trial's R and Q with its interval."""
-    check = check_q_of_r(table, study)
-    if check is None:
-        return []
-    trials, _ = usable_trials(table)
-    lines = ["", "## Q(R): quality against RankMe", "", check.verdict(), ""]
-    if "Q(R)" in study.skipped:
-        lines += [f"Q(R) not fitted: {study.skipped['Q(R)']}.", ""]
-    lines += ["| trial | RankMe R | Q | Q 95% interval |", "|---|---|---|---|"]
-    names = trials["trial"] if "trial" in trials.columns else trials.index.astype(str)
-    low = trials.get("q_ci_low", pd.Series(np.nan, index=trials.index))
-    high = trials.get("q_ci_high", pd.Series(np.nan, index=trials.index))
-    for name, rankme, q, ci_low, ci_high in zip(names, trials["rankme"], trials["q"], low, high):
-        recorded = np.isfinite(ci_low) and np.isfinite(ci_high)
-        interval = f"{ci_low:.3f}-{ci_high:.3f}" if recorded else "none (one probe seed, or not recorded)"
-        lines.append(f"| {name} | {rankme:.2f} | {q:.4f} | {interval} |")
-    return lines
-
-
-def _row_names(trials: pd.DataFrame) -> list[str]:
-    """Trial names, made unique per row (seeds of one configuration share a name)."""
-    names = [str(n) for n in (trials["trial"] if "trial" in trials.columns else trials.index)]
-    repeated = {n for n in names if names.count(n) > 1}
-    return [f"{n} (row {i})" if n in repeated else n for i, n in enumerate(names)]
-
-
-def replay_early_stop(
-    table: pd.DataFrame, *, keep_fraction: float = DEFAULT_KEEP_FRACTION, check_fraction: float = DEFAULT_CHECK_FRACTION
-) -> DecisionReplay | None:
-    """The early-stop rule replayed at its decision step on the study's finished trials."""
-    trials, _ = usable_trials(table)
-    if "rankme_by_step" not in trials.columns:
-        return None
-    names = _row_names(trials)
-    histories = {n: {int(s): float(r) for s, r in dict(h).items()} for n, h in zip(names, trials["rankme_by_step"])}
-    return replay_decision_point(
-        histories,
-        dict(zip(names, trials["q"])),
-        {n: max(h, default=0) for n, h in histories.items()},
-        keep_fraction=keep_fraction,
-        check_fraction=check_fraction,
-    )
-
-
-def early_stop_section(table: pd.DataFrame, *, keep_fraction: float, check_fraction: float) -> list[str]:
-    """The early-stop rule replayed on the finished trials: at its decision step, then at every step."""
-    trials, _ = usable_trials(table)
-    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
-    stops = simulate_rankme_early_stop(
-        trials["rankme_by_step"], trials["q"], _row_names(trials), keep_fraction=keep_fraction
-    )
-    if replay is None and not len(stops):
-        return []
-    lines = ["", "## RankMe early stopping, replayed on the finished trials", ""]
-    if replay is None:
-        lines += ["Fewer than two trials have a RankMe at the decision step: nothing to replay there.", ""]
-    else:
-        lines += [replay.markdown(), ""]
-    if len(stops):
-        lines += [
-            f"The same rule (keep the top {100 * keep_fraction:.0f}% by RankMe) at every logged step:",
-            "",
-            "| stop at step | trials kept | steps saved | best configuration kept |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {row.step} | {row.trials_kept} | {100 * row.steps_saved_fraction:.0f}% | "
-            f"{'yes' if row.best_kept else 'NO: the best configuration would have been stopped'} |"
-            for row in stops.itertuples()
-        ]
-    return lines
 
 
 def _score_cell(values: pd.Series, statistic: str) -> str:
@@ -234,6 +162,15 @@ def _task_scores_section(trials: pd.DataFrame) -> list[str]:
     return lines
 
 
+def figures_markdown(figure_names: list[str], sources: dict[str, str] | None = None) -> list[str]:
+    """One embedded image per figure (`![caption](source)`), each followed by a link to its file."""
+    lines = []
+    for name in figure_names:
+        caption = FIGURE_CAPTIONS.get(name, name)
+        lines += [f"![{caption}]({(sources or {}).get(name, name)})", "", f"[{name}]({name})", ""]
+    return lines
+
+
 def study_markdown(
     study_name: str,
     table: pd.DataFrame,
@@ -242,10 +179,14 @@ def study_markdown(
     *,
     keep_fraction: float = DEFAULT_KEEP_FRACTION,
     check_fraction: float = DEFAULT_CHECK_FRACTION,
+    info: StudyInfo | None = None,
+    figure_sources: dict[str, str] | None = None,
 ) -> str:
     """The study report: what ran, whether Q(R) has a trend, the laws, RankMe's early signal, the figures.
 
-    `keep_fraction` and `check_fraction` are the early-stop rule the replay applies (the study's own).
+    `keep_fraction` and `check_fraction` are the early-stop rule the replay applies (the study's own);
+    `info` the study's grid, probe and seeds; `figure_sources` maps a figure file to the URL its
+    image loads from (default: the file name, relative to the report).
     """
     trials, n_failed = usable_trials(table)
     best = trials.loc[trials["q"].idxmax()] if len(trials) else None
@@ -258,7 +199,7 @@ def study_markdown(
             f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns
         )
         sections.append(f"Best quality Q = {best['q']:.4f} ({described}).")
-    sections += q_of_r_section(table, study) + rankme_pool_lines(trials)
+    sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
     sections += ["", "## Fitted laws", ""]
     if study.fits:
         sections.append(fit_table_markdown(study))
@@ -275,6 +216,6 @@ def study_markdown(
         sections += early_stop_section(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
     sections += _task_scores_section(trials)
     sections += task_laws_markdown(study.task_laws, study.task_skipped)
-    sections += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figure_names]
+    sections += ["", "## Figures", ""] + figures_markdown(figure_names, figure_sources)
     sections += ["", "## Method", "", METHOD]
     return "\n".join(sections) + "\n"

@@ -23,6 +23,8 @@ import pandas as pd
 from sweeps.laws.result import LawFit
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
+from sweeps.report.intervals import q_intervals
+from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 MIN_RELATIVE_X_SPAN = 0.05
 
@@ -52,9 +54,11 @@ def _interval_columns(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_q_trend(
-    trials: pd.DataFrame, column: str, fit: LawFit | None, *, law: str, label: str | None = None
+    trials: pd.DataFrame, column: str, fit: LawFit | None, *, law: str, label: str | None = None,
+    no_interval: str = "one probe seed, or a study logged before intervals were recorded",
 ) -> TrendCheck:
-    """Run the three checks on `trials` (one row per trial: `column`, q, optional q_ci_low/high)."""
+    """Run the three checks on `trials` (one row per trial: `column`, q, optional q_ci_low/high);
+    `no_interval` says why a row has no interval."""
     label = label or column
     finite = np.isfinite(pd.to_numeric(trials[column], errors="coerce")) & np.isfinite(trials["q"])
     rows = trials[finite]
@@ -68,8 +72,8 @@ def check_q_trend(
     with_interval = np.isfinite(low) & np.isfinite(high)
     if not with_interval.all():
         caveats.append(
-            f"{int((~with_interval).sum())} of {len(q)} trials have no 95% interval of Q (one probe seed, or a "
-            "study logged before intervals were recorded), so the spread of Q was not compared with the noise"
+            f"{int((~with_interval).sum())} of {len(q)} trials have no informative 95% interval of Q ({no_interval}), "
+            "so the spread of Q was not compared with the noise"
         )
     elif low.max() <= high.min():
         reasons.append(
@@ -90,11 +94,25 @@ def check_q_trend(
     return TrendCheck(law=law, detectable=not reasons, reasons=reasons, caveats=caveats)
 
 
-def check_q_of_r(table: pd.DataFrame, study: StudyFits) -> TrendCheck | None:
+def check_q_of_r(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> TrendCheck | None:
     """The checks for the study's headline law Q(R) on its points (every evaluated checkpoint of the
-    usable trials, as the fit); None without RankMe."""
+    usable trials, as the fit); None without RankMe.
+
+    Only informative intervals (sweeps.report.intervals) enter the noise check: a 2-seed interval
+    spans more than Q's range and would make every study look like noise."""
     if "rankme" not in table.columns:
         return None
     trials, _ = usable_trials(table)
-    column, label = SATURATING_LAWS["Q(R)"]
-    return check_q_trend(checkpoint_rows(trials), column, study.fits.get("Q(R)"), law="Q(R)", label=label)
+    trials = checkpoint_rows(trials)
+    info = info or StudyInfo()
+    verdicts = q_intervals(trials, info)
+    trials = trials.assign(
+        q_ci_low=[v.bounds[0] if v.bounds else np.nan for v in verdicts],
+        q_ci_high=[v.bounds[1] if v.bounds else np.nan for v in verdicts],
+    )
+    reasons = sorted({v.reason for v in verdicts if v.bounds is None})
+    column, _ = SATURATING_LAWS["Q(R)"]
+    return check_q_trend(
+        trials, column, study.fits.get("Q(R)"), law="Q(R)", label=rankme_axis_label(trials),
+        no_interval=", ".join(reasons) or "none",
+    )  # fmt: skip

@@ -2,9 +2,10 @@
 
 The paper's Q(R) points are checkpoints (Fig. 1a: every checkpoint under compute constraints), so
 a trial evaluates several (its initialisation, Table III's RankMe steps, the last) and logs each
-one's `q`, `eval_rankme` and `score/<task>` at that checkpoint's step in the trial's child run.
-MLflow keeps the history, so reading a run back gives every point; the last step is the trial's
-own result (what `trial_table_from_runs` reads as `q` and `rankme`).
+one's `q` and `score/<task>` at that checkpoint's step in the trial's child run, beside `rankme`
+at the same step (one quantity: training measured the same pool with the same weights there, so
+it is logged again only where training did not). MLflow keeps the history, so reading a run back
+gives every point; the last step is the trial's own result (what `trial_table_from_runs` reads).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ class CheckpointPoint:
     task_scores: dict[str, float] = field(default_factory=dict)
 
 
-def log_checkpoint_points(run: tracking.TrackedRun, points: dict[int, CheckpointPoint], *, last_step: int) -> None:
+def log_checkpoint_points(
+    run: tracking.TrackedRun, points: dict[int, CheckpointPoint], *, last_step: int, rankme_logged_at: set[int]
+) -> None:
     """Each checkpoint before the last at its step (the last is logged with the trial's result)."""
     for step, point in sorted(points.items()):
         if step < last_step:
             scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in point.task_scores.items()}
-            run.log_metrics({"q": point.q, "eval_rankme": point.rankme, **scores}, step=step)
+            rankme = {} if step in rankme_logged_at else {"rankme": point.rankme}
+            run.log_metrics({"q": point.q, **rankme, **scores}, step=step)
 
 
 def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[int, dict[str, float]]:
@@ -38,7 +42,8 @@ def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[in
     q_by_step = dict(metrics.get("q", []))
     if len(q_by_step) < 2:
         return {}
-    rankme_by_step = dict(metrics.get("eval_rankme", []))
+    # `rankme` at the step (older studies: `eval_rankme`); the last value logged at a step wins.
+    rankme_by_step = dict(metrics.get("eval_rankme", []) or metrics.get("rankme", []))
     points = {}
     for step, q in sorted(q_by_step.items()):
         if step not in rankme_by_step:

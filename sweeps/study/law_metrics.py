@@ -1,16 +1,20 @@
-"""A study's fitted laws as MLflow metrics and tags: names MLflow accepts, intervals, and the
-log-error cross-check's disagreements."""
+"""The study run's numbers in MLflow: each law's parameters, intervals, R² and extrapolation error as
+metrics (named `law.<law key>.<parameter>`), where the two estimators disagree, and which trials
+form Q(C)'s compute-efficiency frontier (paper Sec. IV-E)."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
+import pandas as pd
 
-from sweeps.report.fits import StudyFits, parameters_disagree
+from pipeline import tracking
+from sweeps.report.fits import StudyFits, parameters_disagree, usable_trials
 from sweeps.report.markdown import extrapolation_cell
 
-__all__ = ["disagreement_tags", "law_metrics", "metric_key"]
+Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # on the study run: the trials Eq. 6 is fitted to
+ON_FRONTIER_METRIC = "on_q_c_frontier"  # on each trial's run: 1 on Q(C)'s frontier, else 0
 
 
 def metric_key(law_name: str) -> str:
@@ -47,3 +51,17 @@ def disagreement_tags(study: StudyFits) -> dict[str, str]:
             disagreeing = parameters_disagree(fit, study.alternatives[name])
             tags[f"law.{metric_key(name)}.log_error_disagrees"] = ", ".join(sorted(disagreeing)) or "none"
     return tags
+
+
+def log_frontier(run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits) -> dict[str, str]:
+    """Mark each usable trial's run on or off Q(C)'s frontier; the study run's tag lists those on it."""
+    if study.q_c_frontier is None:
+        return {}
+    trials, _ = usable_trials(table)
+    names = trials["trial"].astype(str) if "trial" in trials.columns else trials.index.astype(str)
+    if "run_id" in trials.columns:
+        for run_id, on in zip(trials["run_id"], study.q_c_frontier):
+            if isinstance(run_id, str) and run_id:
+                tracking.attach_run(run.tracking_uri, run_id).log_metrics({ON_FRONTIER_METRIC: float(on)}, step=0)
+    on_frontier = [name for name, on in zip(names, study.q_c_frontier) if on]
+    return {Q_C_FRONTIER_TAG: ", ".join(on_frontier)[:5000]}

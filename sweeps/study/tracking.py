@@ -1,11 +1,15 @@
 """A study in MLflow: the parent run, its trial children, and the fitted laws logged back.
 
 Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
-- params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration
-- metrics: `rankme` at each logged training step (pretraining writes it, with params `rankme_n`,
-  `rankme_pool`), `eval_rankme` (RankMe of the final checkpoint on the study's RankMe pool) with
-  `eval_rankme_n` and tags `eval_rankme_pool`, `eval_rankme_capped` (N < 8 K), `q` (final quality), `q_ci_low` /
-  `q_ci_high` (its 95% interval over probe seeds, when there are two or more), `score/<task>`
+- params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration, `grid.<grid>`
+  (the trial's coordinate on each grid of the study), `probe_seeds` (when known)
+- metrics, one name per quantity: `rankme` is RankMe on the study's RankMe pool
+  (pipeline.pool_rankme), at each logged training step (pretraining writes it, with params
+  `rankme_n`, `rankme_pool`) and at the scored checkpoint's step (the R of Q(R)), with
+  `eval_rankme_n` and tags `eval_rankme_pool`, `eval_rankme_capped` (N < 8 K); `task_rankme` the
+  evaluation's diagnostic on task audio (never R); `q` (quality), `q_ci_low` / `q_ci_high` (its 95%
+  interval over probe seeds, when there are two or more), `score/<task>`. Studies logged before
+  this convention have the checkpoint's R as `eval_rankme`; it is read as R.
 - optional, written by pretraining when it knows them: param `train_steps` (the planned horizon:
   early prediction compares trials at fractions of it) and param, metric or tag `converged` (true
   when validation loss had stopped falling: Fig. 1b's converged-only Q(R))
@@ -27,19 +31,13 @@ import numpy as np
 import pandas as pd
 
 from pipeline import tracking
+from sweeps.report.early_stop_markdown import replay_early_stop
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import (
-    TASK_SCORE_PREFIX,
-    StudyFits,
-    fit_study_laws,
-    usable_trials,
-)
-from sweeps.report.markdown import (
-    fit_table_markdown,
-    replay_early_stop,
-    study_markdown,
-)
+from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
+from sweeps.report.markdown import fit_table_markdown, study_markdown
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.study_info import StudyInfo
+from sweeps.report.summary import summary_lines
 from sweeps.report.task_laws import task_law_metrics
 from sweeps.study.checkpoint_points import (
     POINTS_COLUMN,
@@ -48,7 +46,17 @@ from sweeps.study.checkpoint_points import (
     log_checkpoint_points,
 )
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
-from sweeps.study.law_metrics import disagreement_tags, law_metrics
+from sweeps.study.law_metrics import ON_FRONTIER_METRIC as ON_FRONTIER_METRIC
+from sweeps.study.law_metrics import Q_C_FRONTIER_TAG as Q_C_FRONTIER_TAG
+from sweeps.study.law_metrics import disagreement_tags, law_metrics, log_frontier
+from sweeps.study.law_metrics import metric_key as metric_key
+from sweeps.study.run_columns import (
+    CONVERGED_KEY,
+    converged_flag,
+    evaluated_rankme,
+    number,
+    rankme_pool_columns,
+)
 
 STUDY_EXPERIMENT = "audioscale-studies"
 STATUS_TAG = "audioscale.trial_status"
@@ -59,10 +67,9 @@ STATUS_OK = "ok"
 STATUS_STOPPED_EARLY = "stopped_early"
 DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
 NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio", "train_steps")
-Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # on the study run: the trials Eq. 6 is fitted to
-ON_FRONTIER_METRIC = "on_q_c_frontier"  # on each trial's run: 1 on Q(C)'s frontier, else 0
-CONVERGED_KEY = "converged"
 TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
+GRID_PARAM_PREFIX = "grid."
+REPORT_DIR = "laws"  # the study run's artifact folder: report.md and its figures side by side
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +94,10 @@ class TrialResult:
     rankme_n: int = 0
     rankme_pool: str = ""
     rankme_capped: bool = False
+    # The evaluation's diagnostic RankMe on task audio (never R); NaN: not measured.
+    task_rankme: float = math.nan
+    probe_seeds: int = 0  # probe seeds behind q_ci_low/high (sweeps.report.intervals); 0: unknown
+    coordinates: dict[str, Any] = field(default_factory=dict)  # grid name -> this trial's value on it
     checkpoint_points: dict[int, CheckpointPoint] = field(default_factory=dict)  # step -> (R, Q) of that checkpoint
 
 
@@ -96,18 +107,24 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         "trial": result.trial, "model_name": result.model_name, "arch": result.arch,
         "n_params": result.n_params, "hours": result.hours, "flops": result.flops,
         "mask_ratio": result.mask_ratio, "configuration": result.configuration or result.trial,
+        # The grid coordinate first in the UI's sorted params: `grid.mask_ratio` 0.7, `grid.size` w32d2.
+        **{f"{GRID_PARAM_PREFIX}{name}": value for name, value in result.coordinates.items()},
+        **({"probe_seeds": result.probe_seeds} if result.probe_seeds > 0 else {}),
     })  # fmt: skip
     if not result.rankme_history_logged:
         for step, value in sorted(result.rankme_by_step.items()):
             run.log_metrics({"rankme": value}, step=step)
     final_step = max(result.rankme_by_step, default=0)
-    log_checkpoint_points(run, result.checkpoint_points, last_step=final_step)
+    log_checkpoint_points(run, result.checkpoint_points, last_step=final_step,
+                          rankme_logged_at=set(result.rankme_by_step))
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
     # One probe seed gives no interval (NaN): log none rather than a NaN metric.
     bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
     interval = {key: value for key, value in bounds.items() if np.isfinite(value)}
-    run.log_metrics({"q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, **scores,
-                     **interval}, step=final_step)
+    # `rankme` is one quantity (pool RankMe): training's history and the evaluated checkpoint's R.
+    diagnostic = {"task_rankme": result.task_rankme} if np.isfinite(result.task_rankme) else {}
+    run.log_metrics({"q": result.q, "rankme": result.rankme, "eval_rankme_n": result.rankme_n, **scores,
+                     **interval, **diagnostic}, step=final_step)
     run.set_tags({STATUS_TAG: STATUS_OK, "eval_rankme_pool": result.rankme_pool,
                   "eval_rankme_capped": result.rankme_capped})
 
@@ -141,11 +158,14 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
     for run in runs:
         params, metrics, tags = run["params"], run["metrics"], run["tags"]
         row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
-        row.update({name: _number(params.get(name)) for name in NUMERIC_PARAMS})
+        row.update({name: number(params.get(name)) for name in NUMERIC_PARAMS})
         row["rankme_by_step"] = {int(step): value for step, value in metrics.get("rankme", [])}
-        row["rankme"] = metrics["eval_rankme"][-1][1] if metrics.get("eval_rankme") else np.nan
+        row["rankme"] = evaluated_rankme(metrics)
+        row["probe_seeds"] = number(params.get("probe_seeds"))
+        if metrics.get("task_rankme"):
+            row["task_rankme"] = metrics["task_rankme"][-1][1]
         row["q"] = metrics["q"][-1][1] if metrics.get("q") else np.nan
-        row.update(_rankme_pool_columns(params, metrics, tags))
+        row.update(rankme_pool_columns(params, metrics, tags))
         for key in ("q_ci_low", "q_ci_high"):  # absent with one probe seed and in older studies
             row[key] = metrics[key][-1][1] if metrics.get(key) else np.nan
         for key, history in metrics.items():
@@ -155,7 +175,7 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
         row["stopped_at_step"] = float(tags.get(STOPPED_AT_STEP_TAG, np.nan))
         row["run_id"] = run["run_id"]
         row[POINTS_COLUMN] = checkpoint_points_of(metrics)
-        converged = _converged_flag(params, metrics, tags)
+        converged = converged_flag(params, metrics, tags)
         if converged is not None:
             row[CONVERGED_KEY] = converged
         rows.append(row)
@@ -165,49 +185,35 @@ def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
     return table
 
 
-def _number(text: Any) -> float:
-    """A logged parameter as a float; NaN when absent or not a number (a None logged as "null")."""
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return np.nan
+def study_info(run: tracking.TrackedRun, study_name: str) -> StudyInfo:
+    """The study's grid and probe, from its run's params (the driver logs them when it opens the study)."""
+    params = tracking.read_run(run.tracking_uri, run.run_id)["params"]
+    return StudyInfo(name=study_name, grid=params.get("grid", ""), probe=params.get("probe", ""))
 
 
-def _rankme_pool_columns(params: dict, metrics: dict, tags: dict) -> dict[str, Any]:
-    """N, pool and capped flag of the evaluation's R, and the pool and N training measured on."""
-    return {
-        "rankme_n": metrics["eval_rankme_n"][-1][1] if metrics.get("eval_rankme_n") else np.nan,
-        "rankme_pool": tags.get("eval_rankme_pool", ""),
-        "rankme_capped": str(tags.get("eval_rankme_capped", "")).lower() == "true",
-        # The config logs `rankme_n` as asked (null: the default); the N the pool held is logged
-        # once it is known, which MLflow keeps as `resumed_param.rankme_n` (params never change).
-        "training_rankme_n": _number(tags.get("resumed_param.rankme_n", params.get("rankme_n"))),
-        "training_rankme_pool": params.get("rankme_pool", ""),
-    }
-
-
-def _converged_flag(params: dict, metrics: dict, tags: dict) -> bool | None:
-    """The run's `converged` flag from a metric, param or tag; None when it has none."""
-    if metrics.get(CONVERGED_KEY):
-        return bool(metrics[CONVERGED_KEY][-1][1])
-    for source in (params, tags):
-        if CONVERGED_KEY in source:
-            return str(source[CONVERGED_KEY]).strip().lower() in {"true", "1", "1.0", "yes"}
-    return None
-
-
-def _log_frontier(run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits) -> dict[str, str]:
-    """Mark each usable trial's run on or off Q(C)'s frontier; the study run's tag lists those on it."""
-    if study.q_c_frontier is None:
-        return {}
-    trials, _ = usable_trials(table)
-    names = trials["trial"].astype(str) if "trial" in trials.columns else trials.index.astype(str)
-    if "run_id" in trials.columns:
-        for run_id, on in zip(trials["run_id"], study.q_c_frontier):
-            if isinstance(run_id, str) and run_id:
-                tracking.attach_run(run.tracking_uri, run_id).log_metrics({ON_FRONTIER_METRIC: float(on)}, step=0)
-    on_frontier = [name for name, on in zip(names, study.q_c_frontier) if on]
-    return {Q_C_FRONTIER_TAG: ", ".join(on_frontier)[:5000]}
+def _metrics_and_tags(
+    run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits, info: StudyInfo, *, keep_fraction: float,
+    check_fraction: float,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The study run's metrics and tags: laws, trend verdict, early-stop replay, task laws, frontier."""
+    metrics, reasons = law_metrics(study)
+    tags = {f"{key}.not_logged": reason[:5000] for key, reason in reasons.items()}
+    trend = check_q_of_r(table, study, info)
+    if trend is not None:
+        metrics["q_trend_detectable"] = float(trend.detectable)
+        tags[Q_TREND_TAG] = trend.verdict().replace("**", "")[:5000]
+    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
+    if replay is not None:
+        metrics["early_stop_replay.steps_saved_fraction"] = replay.steps_saved_fraction
+        metrics["early_stop_replay.best_kept"] = float(replay.best_kept)
+    task_metrics, task_tags = task_law_metrics(study.task_laws)
+    metrics.update(task_metrics)
+    tags.update(task_tags)
+    tags.update(disagreement_tags(study))
+    tags.update(log_frontier(run, table, study))
+    # The run's description in the UI: the summary, so the study reads without opening artifacts.
+    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join(summary_lines(table, study, info))
+    return metrics, tags
 
 
 def log_study_analysis(
@@ -220,45 +226,38 @@ def log_study_analysis(
     check_fraction: float = DEFAULT_CHECK_FRACTION,
     extra_sections: Sequence[str] = (),
 ) -> tuple[StudyFits, str]:
-    """Fit the laws, then log parameters with intervals, the fit table, figures and the report.
+    """Fit the laws (only along axes the study's grid varies), then log parameters with intervals,
+    the fit table, figures and the report (`laws/report.md`, its figures beside it in `laws/`).
 
     A metric that is NaN or inf is not logged; a tag `<metric>.not_logged` says why. The Q(R)
     trend check goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend`
-    tag; the early-stop replay to `early_stop_replay.*`.
+    tag; the early-stop replay to `early_stop_replay.*`; the summary to the run's description.
     """
-    study = fit_study_laws(table, n_bootstrap=n_bootstrap)
-    metrics, reasons = law_metrics(study)
-    tags = {f"{key}.not_logged": reason[:5000] for key, reason in reasons.items()}
-    trend = check_q_of_r(table, study)
-    if trend is not None:
-        metrics["q_trend_detectable"] = float(trend.detectable)
-        tags[Q_TREND_TAG] = trend.verdict().replace("**", "")[:5000]
-    replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
-    if replay is not None:
-        metrics["early_stop_replay.steps_saved_fraction"] = replay.steps_saved_fraction
-        metrics["early_stop_replay.best_kept"] = float(replay.best_kept)
-    task_metrics, task_tags = task_law_metrics(study.task_laws)
-    metrics.update(task_metrics)
-    tags.update(task_tags)
-    tags.update(disagreement_tags(study))
-    tags.update(_log_frontier(run, table, study))
+    info = study_info(run, study_name)
+    study = fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
+    metrics, tags = _metrics_and_tags(
+        run, table, study, info, keep_fraction=keep_fraction, check_fraction=check_fraction
+    )
     if metrics:
         run.log_metrics(metrics, step=0)
-    if tags:
-        run.set_tags(tags)
+    run.set_tags(tags)
     run.log_dict(
         {"fits": {name: fit.to_dict() for name, fit in study.fits.items()}, "skipped": study.skipped},
         "laws/fits.json",
     )
     tracking.log_text(run, fit_table_markdown(study), "laws/fit_table.md")
-    figures = study_figures(table, study)
+    figures = study_figures(table, study, info)
     for file_name, figure in figures.items():
-        tracking.log_figure(run, figure, f"laws/{file_name}")
+        tracking.log_figure(run, figure, f"{REPORT_DIR}/{file_name}")
+    # The UI's pages live at its root; an image loads from its get-artifact route (a path relative to
+    # report.md would resolve against the UI page, not the artifact folder).
+    sources = {name: tracking.artifact_download_path(run, f"{REPORT_DIR}/{name}") for name in figures}
     report = study_markdown(
-        study_name, table, study, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction
-    )
+        study_name, table, study, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction,
+        info=info, figure_sources=sources,
+    )  # fmt: skip
     markdown = "\n\n".join([report, *extra_sections])
-    tracking.log_text(run, markdown, "laws/report.md")
+    tracking.log_text(run, markdown, f"{REPORT_DIR}/report.md")
     return study, markdown
 
 

@@ -113,6 +113,9 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         q_ci_low=q_ci_low,
         q_ci_high=q_ci_high,
         rankme_history_logged=True,
+        task_rankme=evaluation.task_rankme,
+        probe_seeds=context.eval_seeds,
+        coordinates=spec.coordinates,
         checkpoint_points={
             point.step: CheckpointPoint(rankme=point.rankme, q=point.q, task_scores=_means(point.task_scores))
             for point in evaluations

@@ -62,7 +62,7 @@ def test_checkpoint_rows_keep_the_trial_as_bootstrap_unit_and_its_interval_on_th
         "checkpoint_points": {0: {"rankme": 27.0, "q": 0.5}, 100: {"rankme": 20.0, "q": 0.6}},
     }])  # fmt: skip
     rows = checkpoint_rows(trials)
-    assert list(rows["trial"]) == ["a@0", "a@100"] and list(rows[STEP_COLUMN]) == [0, 100]
+    assert list(rows["trial"]) == ["a", "a"] and list(rows[STEP_COLUMN]) == [0, 100]
     assert list(rows["configuration"]) == ["a", "a"] and list(rows["is_last"]) == [False, True]
     assert np.isnan(rows["q_ci_low"].iloc[0]) and rows["q_ci_low"].iloc[1] == 0.55
     assert list(rows["rankme"]) == [27.0, 20.0]

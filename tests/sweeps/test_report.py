@@ -100,4 +100,4 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
     assert "RankMe early stopping, replayed on the finished trials" in markdown and "| 100 | 16 |" in markdown
     assert "keep the top 40% by RankMe (16 of 40" in markdown
     assert "| esc50 |" in markdown
-    assert "![quality_vs_rankme.png](quality_vs_rankme.png)" in markdown
+    assert "![Q(R)](quality_vs_rankme.png)" in markdown  # relative to report.md by default
