@@ -60,7 +60,7 @@ def _add_evaluation_flags(parser: argparse.ArgumentParser, d: dict) -> None:
     parser.add_argument(
         "--probe", choices=list(SCENE_PROBES), default=d["probe"],
         help="scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
-        "run, and Q compares only within one probe (default: the profile's: quick for cpu_default, hear for paper)",
+        "run, and Q compares only within one probe (default: the profile's: knn for cpu_default, hear for paper)",
     )
 
 

@@ -38,7 +38,7 @@ class StudyConfig:
     runner: str = REAL_TRIAL_RUNNER  # "module:function" taking (TrialSpec, StudyContext, child run)
     prepare_shards: bool = True  # build the corpus, tasks and shard sets the trials need first
     # The scene probe that scores every trial (pipeline.evaluate.probes.scene.SCENE_PROBES: hear |
-    # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "quick" for "cpu_default".
+    # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "knn" for "cpu_default".
     probe: str | None = None
     # Checkpoints each trial evaluates (sweeps.study.recipe.evaluation_steps_for): "all" or "final";
     # None: the profile's ("all" for cpu_default: its Q(R) points are checkpoints; "final" for paper).
@@ -59,7 +59,9 @@ class StudyConfig:
 
     @property
     def resolved_probe(self) -> str:
-        probe = self.probe or ("quick" if self.profile == "cpu_default" else "hear")
+        # The CPU default's kNN: deterministic (no seed noise) and ~1 s of probe time per checkpoint, so a
+        # trial can score all its checkpoints (benchmarks/bench_probes.py); the paper's HEAR MLP otherwise.
+        probe = self.probe or ("knn" if self.profile == "cpu_default" else "hear")
         if probe not in SCENE_PROBES:
             raise ValueError(f"unknown probe {probe!r}; choose one of {', '.join(SCENE_PROBES)}")
         return probe

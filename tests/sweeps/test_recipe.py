@@ -90,11 +90,12 @@ def test_warmup_is_capped_where_three_epochs_exceed_the_run():
     assert warmup_steps_for(RECIPES["cpu_default"], hours=3.0, train_steps=100, global_batch_size=32) is None
 
 
-def test_cpu_default_keeps_the_pipeline_defaults_but_table_iii_fractions():
+def test_cpu_default_uses_its_measured_lr_the_papers_decay_and_table_iii_fractions():
     config = plan_trial(expand_grids("mask_ratio", profile="cpu_default")[0], "cpu_default").config
-    assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (32, None, 0.05, None)
-    assert (config.optimizer, config.min_lr_ratio, config.validation_stop) == ("adamw", 0.0, False)
-    assert config.rankme_steps == (7, 14, 29, 43, 100) and config.rankme_every_steps == 0
+    assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (32, 1e-3, 0.01, None)
+    assert (config.optimizer, config.min_lr_ratio, config.validation_stop) == ("adamw", 0.1, False)
+    assert config.steps == 300
+    assert config.rankme_steps == (21, 43, 86, 129, 300) and config.rankme_every_steps == 0
 
 
 def test_plan_text_names_every_value():

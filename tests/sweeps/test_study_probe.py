@@ -24,7 +24,7 @@ def test_cli_refuses_an_unknown_probe(capsys):
 
 def test_default_probe_is_the_profiles():
     default = study_config_from_args(build_parser().parse_args(["--grid", "mask_ratio"]))
-    assert default.probe is None and default.resolved_probe == "quick"
+    assert default.probe is None and default.resolved_probe == "knn"
     assert StudyConfig(grid="size", profile="paper").resolved_probe == "hear"
 
 
