@@ -18,8 +18,8 @@ STEP_COLUMN = "step"  # as the figures and summary read it (sweeps.report.figure
 
 def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per checkpoint point: the trial's name, its `step` and `is_last`."""
-    if POINTS_COLUMN not in trials.columns:
-        return trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})
+    if POINTS_COLUMN not in trials.columns:  # already one row per checkpoint, or one per trial
+        return trials if STEP_COLUMN in trials.columns else trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})
     rows = []
     for _, trial in trials.iterrows():
         points = trial[POINTS_COLUMN] if isinstance(trial[POINTS_COLUMN], dict) else {}
@@ -34,7 +34,8 @@ def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
             # The trial's Q interval belongs to its last checkpoint; earlier points have none logged.
             interval = {} if step == last else {"q_ci_low": np.nan, "q_ci_high": np.nan}
             rows.append({**base, **values, **interval, STEP_COLUMN: step, "is_last": step == last})
-    return pd.DataFrame(rows)
+    # No usable trial: the empty table keeps its columns, so callers see "too few points", not a KeyError.
+    return pd.DataFrame(rows) if rows else trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})
 
 
 def has_checkpoint_points(trials: pd.DataFrame) -> bool:

@@ -37,10 +37,12 @@ class StudyContext:
 
 
 # Between the trial and the study in a child run's name; trial and grid labels never contain it.
-RUN_NAME_SEPARATOR = " · "
+# ASCII without spaces: the name is also the trial's Ray Train run (a storage folder); a "·" made
+# Ray Train's controller fail ("'ascii' codec can't encode character").
+RUN_NAME_SEPARATOR = "@"
 
 
 def child_run_name(study_name: str, trial_name: str) -> str:
-    """`mask0.70 · mask_ratio-cpu_default`: the part that tells trials apart shows first in MLflow's
+    """`mask0.70@mask_ratio-cpu_default`: the part that tells trials apart shows first in MLflow's
     narrow run-name column. Unique per (study, trial) and stable: pretraining resumes a run by it."""
     return f"{trial_name}{RUN_NAME_SEPARATOR}{study_name}"

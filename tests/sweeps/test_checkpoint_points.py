@@ -76,3 +76,10 @@ def test_q_of_r_is_fitted_over_every_checkpoint(tracking_uri):
     assert fit.n_points == 18
     assert fit.params["alpha"] == pytest.approx(0.8, rel=0.05)
     assert fit.r2 > 0.99
+
+
+def test_a_study_whose_trials_all_failed_reports_too_few_points():
+    failed = pd.DataFrame([{"trial": f"m{i}", "q": np.nan, "rankme": np.nan, "status": "failed",
+                            "checkpoint_points": {}} for i in range(5)])  # fmt: skip
+    study = fit_study_laws(failed, n_bootstrap=5)
+    assert study.fits == {} and "Q(R)" in study.skipped and study.n_trials_failed == 5

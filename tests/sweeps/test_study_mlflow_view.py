@@ -63,7 +63,7 @@ def study(tmp_path_factory):
 
 def test_child_runs_show_the_trial_first_and_are_found_again_by_name(tracking_uri):
     name = child_run_name(STUDY, "mask0.70")
-    assert name == "mask0.70 · mask_ratio-cpu_default"
+    assert name == "mask0.70@mask_ratio-cpu_default" and name.isascii() and " " not in name
     first = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=name)
     again = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=name)
     assert again.run_id == first.run_id  # pretraining resumes its run by this name
