@@ -18,6 +18,7 @@ import dataclasses
 import sys
 
 from pipeline import tracking
+from pipeline.cli_errors import run_cli
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
 from pipeline.evaluate.probes.scene import SCENE_PROBES
@@ -159,4 +160,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_cli(main, "sweeps.scaling"))

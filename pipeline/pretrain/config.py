@@ -175,9 +175,11 @@ class PretrainConfig:
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
             "num_workers": 1,
         }  # fmt: skip
+        if self.warmup_steps is not None:
+            at_least["warmup_steps"] = 0
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
-                raise ValueError(f"{name} must be at least {lowest} ({_flag(name)}), got {getattr(self, name)}")
+                raise ValueError(f"{_flag(name)} must be at least {lowest}, got {getattr(self, name)}")
         if self.rankme_n is not None and self.rankme_n < 1:
             raise ValueError(f"{_flag('rankme_n')} must be at least 1 (crops in the RankMe pool), got {self.rankme_n}")
         if self.crop_frames is not None and self.crop_frames < 1:
@@ -197,6 +199,16 @@ class PretrainConfig:
                              f"{self.peak_lr}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
+
+    def check_model_fit(self, model: ModelFacts) -> None:
+        """Checks that need the model: a RankMe pool smaller than the embedding width caps RankMe at
+        N instead of measuring the model (an N x K embedding matrix has rank at most min(N, K))."""
+        if self.rankme_n is not None and self.rankme_n < model.spec.embed_dim:
+            raise ValueError(
+                f"{_flag('rankme_n')} {self.rankme_n} is below {self.model_name}'s embedding width "
+                f"{model.spec.embed_dim}: RankMe can never exceed N, so it would measure the pool size, not the "
+                f"model; use --rankme-n {model.spec.embed_dim} or more"
+            )
 
     @property
     def effective_micro_batch_size(self) -> int:

@@ -15,6 +15,7 @@ time from the last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,13 +27,15 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
+from pipeline.cli_errors import UserError
+from pipeline.defaults import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.ray_session import connect_ray
-from pipeline.shards.format import read_manifest
+from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking import (
     CODE_VERSION_ENV,
     code_version,
@@ -68,18 +71,24 @@ def run_pretraining(
     `model`: `config.describe_model()` when the caller already has it (a study trial), so the model
     is described once. `run_callbacks` go into the trainer's RunConfig (e.g. Tune's
     TuneReportCallback in a study trial)."""
+    # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
+    model = model or config.describe_model()
+    config.check_model_fit(model)
+    shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
+    manifest = _read_manifest_naming_it(shards_dir)
+    check_shards_match_model(shards_dir, manifest, model.spec)
     started_ray = connect_ray(config.ray_address)
     try:
-        return _run_on_ray(config, model or config.describe_model(), run_callbacks)
+        return _run_on_ray(config, model, manifest, run_callbacks)
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequence[Any]) -> PretrainResult:
+def _run_on_ray(
+    config: PretrainConfig, model: ModelFacts, manifest: dict[str, Any], run_callbacks: Sequence[Any]
+) -> PretrainResult:
     config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
-    manifest = read_manifest(config.shards_dir)
-    check_shards_match_model(config.shards_dir, manifest, model.spec)
     config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,
@@ -106,6 +115,16 @@ def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequen
         run.finish("FAILED")
         raise
     return _finish_run(run, result, config=config, model=model)
+
+
+def _read_manifest_naming_it(shards_dir: str) -> dict[str, Any]:
+    try:
+        return read_manifest(shards_dir)
+    except json.JSONDecodeError as error:
+        raise UserError(
+            f"{shards_dir}/{MANIFEST_NAME} is not valid JSON ({error}): it is truncated or damaged; "
+            f"re-run python -m pipeline.prep --output {shards_dir} --overwrite"
+        ) from error
 
 
 def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> TorchTrainer:

@@ -50,7 +50,7 @@ def test_batch_that_does_not_split_is_a_clear_error():
 
 
 def test_zero_workers_is_refused():
-    with pytest.raises(ValueError, match="num_workers must be at least 1"):
+    with pytest.raises(ValueError, match="--num-workers must be at least 1"):
         PretrainConfig(num_workers=0)
 
 
