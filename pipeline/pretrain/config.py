@@ -24,11 +24,14 @@ from pipeline.pretrain.flags import (
     parse_steps,
 )
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
+from pipeline.pretrain.resources import default_worker_cpus
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
+# A RankMe pool of one crop has exactly one non-zero singular value, so RankMe is 1 for any model.
+MIN_RANKME_N = 2
 
 
 def _placement_from_spread(spread: bool) -> str:
@@ -180,8 +183,11 @@ class PretrainConfig:
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
                 raise ValueError(f"{_flag(name)} must be at least {lowest}, got {getattr(self, name)}")
-        if self.rankme_n is not None and self.rankme_n < 1:
-            raise ValueError(f"{_flag('rankme_n')} must be at least 1 (crops in the RankMe pool), got {self.rankme_n}")
+        if self.rankme_n is not None and self.rankme_n < MIN_RANKME_N:
+            raise ValueError(
+                f"{_flag('rankme_n')} must be at least {MIN_RANKME_N}, got {self.rankme_n}: the RankMe of one embedding "
+                "is 1 whatever the model (a pool under 8 x the embedding width is recorded as capped)"
+            )
         if self.crop_frames is not None and self.crop_frames < 1:
             raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
         if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
@@ -199,16 +205,6 @@ class PretrainConfig:
                              f"{self.peak_lr}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
-
-    def check_model_fit(self, model: ModelFacts) -> None:
-        """Checks that need the model: a RankMe pool smaller than the embedding width caps RankMe at
-        N instead of measuring the model (an N x K embedding matrix has rank at most min(N, K))."""
-        if self.rankme_n is not None and self.rankme_n < model.spec.embed_dim:
-            raise ValueError(
-                f"{_flag('rankme_n')} {self.rankme_n} is below {self.model_name}'s embedding width "
-                f"{model.spec.embed_dim}: RankMe can never exceed N, so it would measure the pool size, not the "
-                f"model; use --rankme-n {model.spec.embed_dim} or more"
-            )
 
     @property
     def effective_micro_batch_size(self) -> int:
@@ -240,11 +236,7 @@ class PretrainConfig:
 
         model = model or self.describe_model()
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        cpus = self.cpus_per_worker
-        if cpus is None:
-            # Leave one CPU to the data pipeline and the driver; never less than one per worker.
-            spare = (cluster_cpus or 2.0) - 1.0
-            cpus = float(max(1, math.floor(spare / self.num_workers)))
+        cpus = self.cpus_per_worker or default_worker_cpus(self.num_workers, cluster_cpus or 2.0)
         default_shards = shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
         return dataclasses.replace(
             self,

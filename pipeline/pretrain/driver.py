@@ -34,6 +34,7 @@ from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
+from pipeline.pretrain.resources import check_workers_fit
 from pipeline.ray_session import connect_ray
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking import (
@@ -73,12 +74,14 @@ def run_pretraining(
     TuneReportCallback in a study trial)."""
     # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
     model = model or config.describe_model()
-    config.check_model_fit(model)
     shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
     manifest = _read_manifest_naming_it(shards_dir)
     check_shards_match_model(shards_dir, manifest, model.spec)
     started_ray = connect_ray(config.ray_address)
     try:
+        config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
+        if started_ray:  # a cluster may grow (autoscaling); a local Ray started here cannot
+            check_workers_fit(config.num_workers, config.cpus_per_worker, ray.cluster_resources().get("CPU", 0.0))
         return _run_on_ray(config, model, manifest, run_callbacks)
     finally:
         if started_ray:
@@ -88,7 +91,6 @@ def run_pretraining(
 def _run_on_ray(
     config: PretrainConfig, model: ModelFacts, manifest: dict[str, Any], run_callbacks: Sequence[Any]
 ) -> PretrainResult:
-    config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
     config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,

@@ -39,7 +39,7 @@ def assert_one_line_error(completed: subprocess.CompletedProcess, *names: str) -
         (["--mask-ratio", "1.5"], ["--mask-ratio"]),
         (["--model", "no-such-model"], ["--model", "no-such-model"]),
         (["--override", "encoder_depth=0"], ["--override", "encoder_depth"]),
-        (["--rankme-n", "1"], ["--rankme-n", "embedding width"]),
+        (["--rankme-n", "1"], ["--rankme-n", "at least 2"]),
         (["--warmup-steps", "-5"], ["--warmup-steps"]),
     ],
 )
