@@ -145,6 +145,10 @@ class TrackedRun:
         batch = [Metric(k, float(v), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
         self._client.log_batch(self.run_id, metrics=batch)
 
+    def last_step(self, key: str) -> int:
+        """The highest step `key` was logged at (-1: never)."""
+        return max((metric.step for metric in self._client.get_metric_history(self.run_id, key)), default=-1)
+
     def set_tags(self, tags: dict[str, Any]) -> None:
         self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
 

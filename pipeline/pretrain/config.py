@@ -20,6 +20,7 @@ from pipeline.pretrain.flags import (
     field_flag,
     filled_by_program,
     flag,
+    parse_names,
     parse_override,
     parse_steps,
 )
@@ -85,6 +86,11 @@ class PretrainConfig:
         "--optimizer", "adamw", "adamw, or adamw8bit (bitsandbytes, GPU; AdamW with a logged note where unavailable)"
     )
     seed: int = flag("--seed", 0, "seed of the initial weights, the masking and the crop order")
+
+    allow_changed: tuple[str, ...] = flag(
+        "--allow-changed", (), "on resume, settings allowed to differ from the checkpoint's, comma-separated flag "
+        "names (e.g. lr,warmup-steps); recorded on the run", parse_text=parse_names, to_field=tuple,
+    )  # fmt: skip
 
     # Where it runs.
     num_workers: int = flag("--num-workers", 1, "data-parallel Ray Train workers")

@@ -35,6 +35,7 @@ from pipeline.pretrain.data import build_training_dataset, check_shards_match_mo
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.resources import check_workers_fit
+from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking import (
@@ -79,19 +80,25 @@ def run_pretraining(
     check_shards_match_model(shards_dir, manifest, model.spec)
     started_ray = connect_ray(config.ray_address)
     try:
+        warmup_given = config.warmup_steps is not None
         config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
+        config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
+        config, allowed_changes = check_resume(config, warmup_given=warmup_given)
         if started_ray:  # a cluster may grow (autoscaling); a local Ray started here cannot
             check_workers_fit(config.num_workers, config.cpus_per_worker, ray.cluster_resources().get("CPU", 0.0))
-        return _run_on_ray(config, model, manifest, run_callbacks)
+        return _run_on_ray(config, model, manifest, run_callbacks, allowed_changes)
     finally:
         if started_ray:
             ray.shutdown()
 
 
 def _run_on_ray(
-    config: PretrainConfig, model: ModelFacts, manifest: dict[str, Any], run_callbacks: Sequence[Any]
+    config: PretrainConfig,
+    model: ModelFacts,
+    manifest: dict[str, Any],
+    run_callbacks: Sequence[Any],
+    allowed_changes: dict[str, str],
 ) -> PretrainResult:
-    config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,
         experiment_name=config.experiment_name,
@@ -111,6 +118,8 @@ def _run_on_ray(
         }
     )
     run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
+    if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
+        run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
     try:
         result = build_trainer(config, run_callbacks).fit()
     except Exception:
