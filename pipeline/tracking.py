@@ -14,8 +14,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import subprocess
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,19 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     db_path = db_path.expanduser().resolve()
     db_path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{db_path}"
+
+
+def check_store(uri: str) -> None:
+    """Raise ValueError naming the URI unless the MLflow store answers (a server: within 5 s)."""
+    parsed = urllib.parse.urlparse(uri)
+    try:
+        if parsed.scheme in ("http", "https"):  # MLflow's client retries a dead server for minutes
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            socket.create_connection((parsed.hostname, port), timeout=5).close()
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as error:  # noqa: BLE001 - any failure to open the store is the same user error
+        raise ValueError(f"--tracking-uri {uri}: the MLflow store cannot be opened ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:200]}); check the URI or start the server") from error
 
 
 def _artifact_location(tracking_uri: str) -> str | None:

@@ -36,6 +36,7 @@ from sweeps.study.early_stop import (
     summarize_study_table,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.preflight import check_study_inputs
 from sweeps.study.tracking import (
     DONE_STATUSES,
     STATUS_OK,
@@ -99,6 +100,7 @@ def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
     trials = expand_grids(config.grid, profile=config.profile)
+    check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
     finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
