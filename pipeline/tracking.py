@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
 from pipeline import paths
+from pipeline.run_lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
 
 CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
 MAX_PARAM_CHARS = 6000
@@ -188,6 +190,27 @@ class TrackedRun:
         return self._client.get_run(self.run_id).info.artifact_uri
 
 
+def stale_owner(tracking_uri: str, run_id: str) -> str | None:
+    """The owner of a run left RUNNING by a process that is gone (killed, crashed), else None."""
+    run = mlflow.MlflowClient(tracking_uri).get_run(run_id)
+    owner = run.data.tags.get(OWNER_TAG, "unknown process")
+    if run.info.status != "RUNNING" or owner == this_owner() or owner_alive(owner):
+        return None
+    return owner
+
+
+def _claim(client: mlflow.MlflowClient, run_id: str, run_name: str) -> None:
+    """Refuse a run another live process is writing; take over one left RUNNING, saying so."""
+    run = client.get_run(run_id)
+    owner = run.data.tags.get(OWNER_TAG)
+    if run.info.status == "RUNNING" and owner and owner != this_owner():
+        if owner_alive(owner):
+            raise RunInUseError(f"run {run_name!r} is RUNNING in process {owner}; wait for it, stop it, or use "
+                                "another name")
+        print(f"note: run {run_name!r} was left RUNNING by {owner}, which is gone; taking it over", file=sys.stderr)
+    client.set_tag(run_id, OWNER_TAG, this_owner())
+
+
 def start_or_resume_run(
     *,
     tracking_uri: str | None,
@@ -202,11 +225,12 @@ def start_or_resume_run(
     run_id = find_run_id(uri, experiment_name, run_name)
     if run_id is None:
         experiment_id = get_or_create_experiment(uri, experiment_name)
-        all_tags = {"audioscale.code_version": code_version(), **(tags or {})}
+        all_tags = {"audioscale.code_version": code_version(), OWNER_TAG: this_owner(), **(tags or {})}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
     else:
+        _claim(client, run_id, run_name)
         client.update_run(run_id, status="RUNNING")
         if tags:
             TrackedRun(tracking_uri=uri, run_id=run_id).set_tags(tags)

@@ -37,6 +37,7 @@ from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
+from pipeline.run_lifecycle import killed_on_interrupt
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking import (
     CODE_VERSION_ENV,
@@ -121,7 +122,8 @@ def _run_on_ray(
     if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
         run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
     try:
-        result = build_trainer(config, run_callbacks).fit()
+        with killed_on_interrupt(run):
+            result = build_trainer(config, run_callbacks).fit()
     except Exception:
         run.finish("FAILED")
         raise

@@ -27,6 +27,7 @@ from ray import tune
 from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
 from pipeline.ray_session import connect_ray
+from pipeline.run_lifecycle import killed_on_interrupt
 from sweeps.report.fits import StudyFits
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext, child_run_name
@@ -104,7 +105,8 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     parent, context = _open_study(config, n_trials=len(trials))
     finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
-    failed = _run_trials(config, remaining, context) if remaining else []
+    with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
+        failed = _run_trials(config, remaining, context) if remaining else []
     table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
     early_stop = _summarize_early_stop(config, parent, table, trials)
     fits, markdown = log_study_analysis(
@@ -131,7 +133,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
     study_name = config.resolved_study_name
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
-    if existing is not None and not config.resume:
+    # A study left RUNNING by a process that is gone (killed) is taken over (with a note), as with --resume.
+    left_by = tracking.stale_owner(uri, existing) if existing is not None and not config.resume else None
+    if existing is not None and not config.resume and left_by is None:
         raise ValueError(
             f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
             "or --study NEW_NAME to start another"
