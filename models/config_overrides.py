@@ -7,6 +7,10 @@ from typing import TypeVar
 
 ConfigT = TypeVar("ConfigT")
 
+# Sizes that must be whole positive numbers: a 0-block encoder or 0-head attention builds without
+# complaint and trains nothing (an `encoder_depth=0` override used to run to the end).
+POSITIVE_SIZE_SUFFIXES = ("_depth", "_dim", "_heads", "_frames", "_bins", "n_mels")
+
 
 def apply_overrides(config: ConfigT, overrides: dict[str, object]) -> ConfigT:
     fields = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
@@ -17,4 +21,7 @@ def apply_overrides(config: ConfigT, overrides: dict[str, object]) -> ConfigT:
         )
     if "name" in overrides:
         raise ValueError("the model name is not an override: pick another registered name")
+    for key, value in overrides.items():
+        if key.endswith(POSITIVE_SIZE_SUFFIXES) and not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{key}={value!r}: a size, must be a whole number of at least 1")
     return dataclasses.replace(config, **overrides)  # type: ignore[type-var]

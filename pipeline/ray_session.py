@@ -8,8 +8,9 @@ Policy, in order:
    environment (its `--working-dir`) already does that, so nothing is added.
 3. Otherwise a new local instance (`address="local"`: never a `ray start` cluster that happens to
    run on this machine), with a capped object store (Ray's default takes 30% of RAM; the stages
-   stream, they never hold a data set in it), no dashboard, and the repository on the workers'
-   PYTHONPATH so they import the same code as the driver.
+   stream, they never hold a data set in it), no dashboard, every server on 127.0.0.1 only
+   (`loopback_only`), and the repository on the workers' PYTHONPATH so they import the same code
+   as the driver.
 
 The auth mode comes from $RAY_AUTH_MODE, set once for every process by scripts/env.sh: mixed
 modes on one machine fail with AuthenticationError (shared/reference/stack.md).
@@ -17,14 +18,18 @@ modes on one machine fail with AuthenticationError (shared/reference/stack.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import ray
+from ray._private import ray_constants
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipeline", "models", "sweeps")
+CLUSTER_SWITCH_ENV = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER
 
 
 def local_object_store_bytes() -> int:
@@ -43,12 +48,36 @@ def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> b
     elif os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=False)
     else:
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            object_store_memory=local_object_store_bytes(),
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
-        )
+        with loopback_only():
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                object_store_memory=local_object_store_bytes(),
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+            )
     return True
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """A local Ray started inside listens on 127.0.0.1 only, not on every interface.
+
+    Ray gives a new node this host's outward IP (even for `_node_ip_address="127.0.0.1"`), and its
+    GCS, raylet, agents and workers listen there and on the wildcard: with auth off, anyone who can
+    reach the machine could run code as the user. With clusters switched off, as Ray does on
+    Windows and macOS ($RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read at import, hence the constant
+    too), the node IP is 127.0.0.1 and every server binds to loopback (checked by a test with psutil).
+    """
+    previous_env, previous = os.environ.get(CLUSTER_SWITCH_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[CLUSTER_SWITCH_ENV] = "0"  # inherited by every process of the instance
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = previous
+        if previous_env is None:
+            os.environ.pop(CLUSTER_SWITCH_ENV, None)
+        else:
+            os.environ[CLUSTER_SWITCH_ENV] = previous_env

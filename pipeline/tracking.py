@@ -11,11 +11,11 @@ Conventions:
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import subprocess
+import socket
+import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,11 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
-from pipeline import paths
+from pipeline.run_lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
+from pipeline.tracking_setup import CODE_VERSION_ENV as CODE_VERSION_ENV
+from pipeline.tracking_setup import code_version as code_version
+from pipeline.tracking_setup import resolve_tracking_uri as resolve_tracking_uri
 
-CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
 # MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
 # reads this experiment tag (values in its bundle: "genai_development", "custom_model_development",
 # the latter shown as "Model training"). Every experiment this project creates trains models.
@@ -37,54 +39,23 @@ RUN_DESCRIPTION_TAG = "mlflow.note.content"  # a run's description in the UI, re
 MAX_PARAM_CHARS = 6000
 
 
-def resolve_tracking_uri(uri: str | None = None) -> str:
-    """An absolute tracking URI.
-
-    None -> `$MLFLOW_TRACKING_URI`, else `pipeline.paths.default_tracking_uri()`. A relative
-    `sqlite:///x.db` or a bare file path (`runs/mlflow.db`, or a directory that then holds
-    `mlflow.db`) becomes an absolute SQLite URI. Server URIs (http, https, databricks) pass through.
-    """
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.default_tracking_uri()
-    if uri.startswith("sqlite:///"):
-        db_path = Path(uri[len("sqlite:///") :])
-    elif "://" not in uri and ":" not in uri.split("/")[0]:
-        db_path = Path(uri)
-        if db_path.suffix != ".db":
-            db_path = db_path / "mlflow.db"
-    else:
-        return uri
-    db_path = db_path.expanduser().resolve()
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{db_path}"
+def check_store(uri: str) -> None:
+    """Raise ValueError naming the URI unless the MLflow store answers (a server: within 5 s)."""
+    parsed = urllib.parse.urlparse(uri)
+    try:
+        if parsed.scheme in ("http", "https"):  # MLflow's client retries a dead server for minutes
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            socket.create_connection((parsed.hostname, port), timeout=5).close()
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as error:  # noqa: BLE001 - any failure to open the store is the same user error
+        raise ValueError(f"--tracking-uri {uri}: the MLflow store cannot be opened ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:200]}); check the URI or start the server") from error
 
 
 def _artifact_location(tracking_uri: str) -> str | None:
     if tracking_uri.startswith("sqlite:///"):
         return (Path(tracking_uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
     return None  # a tracking server decides where artifacts go
-
-
-@functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """`$AUDIOSCALE_CODE_VERSION`, else the git commit of this checkout (`+dirty` with local
-    changes), else the package version (e.g. inside a `ray job submit` working-dir copy)."""
-    if os.environ.get(CODE_VERSION_ENV):
-        return os.environ[CODE_VERSION_ENV]
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.strip()
-        return f"git:{sha}{'+dirty' if dirty else ''}"
-    except (OSError, subprocess.SubprocessError):
-        from pipeline import __version__
-
-        return f"audioscale=={__version__}"
 
 
 def get_or_create_experiment(tracking_uri: str, experiment_name: str) -> str:
@@ -157,6 +128,10 @@ class TrackedRun:
         batch = [Metric(k, float(v), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
         self._client.log_batch(self.run_id, metrics=batch)
 
+    def last_step(self, key: str) -> int:
+        """The highest step `key` was logged at (-1: never)."""
+        return max((metric.step for metric in self._client.get_metric_history(self.run_id, key)), default=-1)
+
     def set_tags(self, tags: dict[str, Any]) -> None:
         self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
 
@@ -181,6 +156,27 @@ class TrackedRun:
         return self._client.get_run(self.run_id).info.artifact_uri
 
 
+def stale_owner(tracking_uri: str, run_id: str) -> str | None:
+    """The owner of a run left RUNNING by a process that is gone (killed, crashed), else None."""
+    run = mlflow.MlflowClient(tracking_uri).get_run(run_id)
+    owner = run.data.tags.get(OWNER_TAG, "unknown process")
+    if run.info.status != "RUNNING" or owner == this_owner() or owner_alive(owner):
+        return None
+    return owner
+
+
+def _claim(client: mlflow.MlflowClient, run_id: str, run_name: str) -> None:
+    """Refuse a run another live process is writing; take over one left RUNNING, saying so."""
+    run = client.get_run(run_id)
+    owner = run.data.tags.get(OWNER_TAG)
+    if run.info.status == "RUNNING" and owner and owner != this_owner():
+        if owner_alive(owner):
+            raise RunInUseError(f"run {run_name!r} is RUNNING in process {owner}; wait for it, stop it, or use "
+                                "another name")
+        print(f"note: run {run_name!r} was left RUNNING by {owner}, which is gone; taking it over", file=sys.stderr)
+    client.set_tag(run_id, OWNER_TAG, this_owner())
+
+
 def start_or_resume_run(
     *,
     tracking_uri: str | None,
@@ -195,11 +191,12 @@ def start_or_resume_run(
     run_id = find_run_id(uri, experiment_name, run_name)
     if run_id is None:
         experiment_id = get_or_create_experiment(uri, experiment_name)
-        all_tags = {"audioscale.code_version": code_version(), **(tags or {})}
+        all_tags = {"audioscale.code_version": code_version(), OWNER_TAG: this_owner(), **(tags or {})}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
     else:
+        _claim(client, run_id, run_name)
         client.update_run(run_id, status="RUNNING")
         if tags:
             TrackedRun(tracking_uri=uri, run_id=run_id).set_tags(tags)

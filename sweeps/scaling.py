@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from pipeline import tracking
+from pipeline.cli_errors import run_cli
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
 from pipeline.evaluate.probes.scene import SCENE_PROBES
@@ -165,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_cli(main, "sweeps.scaling"))

@@ -7,9 +7,13 @@ import dataclasses
 import os
 from pathlib import Path
 
+import safetensors
+import torch
+
 from models.heads.frame_attention import ATTENTION_KINDS
 from pipeline import paths
-from pipeline.checkpoint import read_checkpoint_meta
+from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
+from pipeline.cli_errors import UserError, run_cli
 from pipeline.evaluate.probes.grid import (
     PROBE_SCHEDULES,
     ProbeTrainingConfig,
@@ -127,8 +131,19 @@ def probe_training_from(args: argparse.Namespace) -> SceneProbe:
     return dataclasses.replace(schedule, **overrides)
 
 
+def check_device(device: str) -> None:
+    """Refuse a device this machine does not have before any embedding is computed."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as error:
+        raise UserError(f"--device {device!r} is not a torch device ({error}); use cpu or cuda") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {device}: no CUDA GPU is visible on this machine; use --device cpu")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_device(args.device)
     if args.seeds < 1 or args.task_rankme_n < 1 or (args.rankme_n is not None and args.rankme_n < 1):
         raise SystemExit("--seeds, --rankme-n and --task-rankme-n must be positive")
     probe_training = probe_training_from(args)
@@ -139,20 +154,26 @@ def main(argv: list[str] | None = None) -> int:
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()
     task_names = None if args.tasks == "all" else [name.strip() for name in args.tasks.split(",") if name.strip()]
-    result = evaluate_checkpoint(
-        checkpoint_dir,
-        tasks_dir=tasks_dir,
-        task_names=task_names,
-        rankme_shards=args.rankme_shards,
-        rankme_n=args.rankme_n,
-        task_rankme_n=args.task_rankme_n,
-        seeds=args.seeds,
-        probe_training=probe_training,
-        lid_probe=None if args.lid_head == NO_LID_HEAD else LidProbeConfig(attention=args.lid_head),
-        device=args.device,
-        progress=lambda line: print(line, flush=True),
-        workers=workers,
-    )
+    if task_names == []:
+        raise UserError(f"--tasks {args.tasks!r} names no task; give 'all' or comma-separated task names")
+    try:
+        result = evaluate_checkpoint(
+            checkpoint_dir,
+            tasks_dir=tasks_dir,
+            task_names=task_names,
+            rankme_shards=args.rankme_shards,
+            rankme_n=args.rankme_n,
+            task_rankme_n=args.task_rankme_n,
+            seeds=args.seeds,
+            probe_training=probe_training,
+            lid_probe=None if args.lid_head == NO_LID_HEAD else LidProbeConfig(attention=args.lid_head),
+            device=args.device,
+            progress=lambda line: print(line, flush=True),
+            workers=workers,
+        )
+    except safetensors.SafetensorError as error:
+        raise UserError(f"{checkpoint_dir / WEIGHTS_FILE} cannot be read ({error}): it is damaged or truncated; "
+                        "evaluate another checkpoint") from error
     if not args.no_mlflow:
         result.run_id = log_evaluation(
             result,
@@ -169,4 +190,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_cli(main, "evaluate"))

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.audio.inputs import InputListingError
+from pipeline.cli_errors import run_cli
 from pipeline.prep.output import OutputConflictError
 from pipeline.prep.run import PrepConfig, PrepResult, run_prep
 
@@ -84,4 +85,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "prep"))

@@ -11,8 +11,8 @@ import argparse
 import sys
 
 from pipeline import paths
+from pipeline.cli_errors import run_cli
 from pipeline.defaults import ensure_default_data
-from pipeline.pretrain.data import ShardMismatchError
 from pipeline.pretrain.driver import (
     NonFiniteLossError,
     PretrainConfig,
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         config = PretrainConfig(**{**DEFAULT_RUN.to_dict(), "shards_dir": str(defaults.shards_dir)})
     try:
         result = run_pretraining(config)
-    except (NonFiniteLossError, ShardMismatchError, FileNotFoundError, ValueError) as error:
+    except NonFiniteLossError as error:  # not the user's mistake: exit code 1, not 2
         print(f"pretrain: error: {error}", file=sys.stderr)
         return 1
     print(format_result(result))
@@ -89,4 +89,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_cli(main, "pretrain"))

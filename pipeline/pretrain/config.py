@@ -20,15 +20,19 @@ from pipeline.pretrain.flags import (
     field_flag,
     filled_by_program,
     flag,
+    parse_names,
     parse_override,
     parse_steps,
 )
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
+from pipeline.pretrain.resources import default_worker_cpus
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
+# A RankMe pool of one crop has exactly one non-zero singular value, so RankMe is 1 for any model.
+MIN_RANKME_N = 2
 
 
 def _placement_from_spread(spread: bool) -> str:
@@ -82,6 +86,11 @@ class PretrainConfig:
         "--optimizer", "adamw", "adamw, or adamw8bit (bitsandbytes, GPU; AdamW with a logged note where unavailable)"
     )
     seed: int = flag("--seed", 0, "seed of the initial weights, the masking and the crop order")
+
+    allow_changed: tuple[str, ...] = flag(
+        "--allow-changed", (), "on resume, settings allowed to differ from the checkpoint's, comma-separated flag "
+        "names (e.g. lr,warmup-steps); recorded on the run", parse_text=parse_names, to_field=tuple,
+    )  # fmt: skip
 
     # Where it runs.
     num_workers: int = flag("--num-workers", 1, "data-parallel Ray Train workers")
@@ -180,11 +189,16 @@ class PretrainConfig:
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
             "num_workers": 1,
         }  # fmt: skip
+        if self.warmup_steps is not None:
+            at_least["warmup_steps"] = 0
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
-                raise ValueError(f"{name} must be at least {lowest} ({_flag(name)}), got {getattr(self, name)}")
-        if self.rankme_n is not None and self.rankme_n < 1:
-            raise ValueError(f"{_flag('rankme_n')} must be at least 1 (crops in the RankMe pool), got {self.rankme_n}")
+                raise ValueError(f"{_flag(name)} must be at least {lowest}, got {getattr(self, name)}")
+        if self.rankme_n is not None and self.rankme_n < MIN_RANKME_N:
+            raise ValueError(
+                f"{_flag('rankme_n')} must be at least {MIN_RANKME_N}, got {self.rankme_n}: the RankMe of one embedding "
+                "is 1 whatever the model (a pool under 8 x the embedding width is recorded as capped)"
+            )
         if self.crop_frames is not None and self.crop_frames < 1:
             raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
         if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
@@ -235,11 +249,7 @@ class PretrainConfig:
 
         model = model or self.describe_model()
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        cpus = self.cpus_per_worker
-        if cpus is None:
-            # Leave one CPU to the data pipeline and the driver; never less than one per worker.
-            spare = (cluster_cpus or 2.0) - 1.0
-            cpus = float(max(1, math.floor(spare / self.num_workers)))
+        cpus = self.cpus_per_worker or default_worker_cpus(self.num_workers, cluster_cpus or 2.0)
         default_shards = shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
         return dataclasses.replace(
             self,

@@ -15,6 +15,7 @@ time from the last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,14 +27,19 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
+from pipeline.cli_errors import UserError
+from pipeline.defaults import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
+from pipeline.pretrain.resources import check_workers_fit
+from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
+from pipeline.run_lifecycle import killed_on_interrupt
 from pipeline.shards.crops import check_segments_fit_crop
-from pipeline.shards.format import read_manifest
+from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking import (
     CODE_VERSION_ENV,
     code_version,
@@ -71,21 +77,34 @@ def run_pretraining(
     `model`: `config.describe_model()` when the caller already has it (a study trial), so the model
     is described once. `run_callbacks` go into the trainer's RunConfig (e.g. Tune's
     TuneReportCallback in a study trial)."""
+    # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
+    model = model or config.describe_model()
+    shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
+    manifest = _read_manifest_naming_it(shards_dir)
+    check_shards_match_model(shards_dir, manifest, model.spec)
     started_ray = connect_ray(config.ray_address)
     try:
-        return _run_on_ray(config, model or config.describe_model(), run_callbacks)
+        warmup_given = config.warmup_steps is not None
+        config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
+        config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
+        config, allowed_changes = check_resume(config, warmup_given=warmup_given)
+        # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
+        check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
+        if started_ray:  # a cluster may grow (autoscaling); a local Ray started here cannot
+            check_workers_fit(config.num_workers, config.cpus_per_worker, ray.cluster_resources().get("CPU", 0.0))
+        return _run_on_ray(config, model, manifest, run_callbacks, allowed_changes)
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequence[Any]) -> PretrainResult:
-    config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
-    manifest = read_manifest(config.shards_dir)
-    check_shards_match_model(config.shards_dir, manifest, model.spec)
-    # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
-    check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
-    config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
+def _run_on_ray(
+    config: PretrainConfig,
+    model: ModelFacts,
+    manifest: dict[str, Any],
+    run_callbacks: Sequence[Any],
+    allowed_changes: dict[str, str],
+) -> PretrainResult:
     run = start_or_resume_run(
         tracking_uri=config.tracking_uri,
         experiment_name=config.experiment_name,
@@ -105,12 +124,25 @@ def _run_on_ray(config: PretrainConfig, model: ModelFacts, run_callbacks: Sequen
         }
     )
     run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
+    if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
+        run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
     try:
-        result = build_trainer(config, run_callbacks).fit()
+        with killed_on_interrupt(run):
+            result = build_trainer(config, run_callbacks).fit()
     except Exception:
         run.finish("FAILED")
         raise
     return _finish_run(run, result, config=config, model=model)
+
+
+def _read_manifest_naming_it(shards_dir: str) -> dict[str, Any]:
+    try:
+        return read_manifest(shards_dir)
+    except json.JSONDecodeError as error:
+        raise UserError(
+            f"{shards_dir}/{MANIFEST_NAME} is not valid JSON ({error}): it is truncated or damaged; "
+            f"re-run python -m pipeline.prep --output {shards_dir} --overwrite"
+        ) from error
 
 
 def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> TorchTrainer:

@@ -78,6 +78,11 @@ def parse_steps(text: str) -> tuple[int, ...]:
         raise SystemExit(f"expected comma-separated whole steps such as 50000,100000, got {text!r}") from None
 
 
+def parse_names(text: str) -> tuple[str, ...]:
+    """`lr,warmup-steps` -> ("lr", "warmup-steps")."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def add_flags(
     parser: argparse.ArgumentParser, config_class: type, *, help_values: dict[str, Any] | None = None
 ) -> None:

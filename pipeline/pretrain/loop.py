@@ -165,8 +165,7 @@ def run_steps(
     tracker: TrackedRun | None,
     schedules: tuple[RankMeSchedule, ValidationSchedule],
 ) -> bool:
-    """Steps start_step + 1 .. config.steps (fewer once converged, with --validation-stop); False
-    when a non-finite loss stopped them."""
+    """Steps start_step + 1 .. config.steps (fewer once converged); False when a non-finite loss stopped them."""
     rankme, validation = schedules
     micro_batches = iterate_micro_batches(
         ray.train.get_dataset_shard("train"),
@@ -176,6 +175,7 @@ def run_steps(
         seed=config.seed * 7919 + place.rank + training.start_step,
     )
     window = ThroughputWindow()
+    logged_up_to = tracker.last_step("loss") if tracker is not None else -1  # a restart replays logged steps
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
@@ -201,7 +201,7 @@ def run_steps(
             is_checkpoint_step(config, step)
         ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
-            if tracker is not None:
+            if tracker is not None and step > logged_up_to:
                 logged = {k: v for k, v in measured.items() if v is not None}
                 tracker.log_metrics({**metrics, **logged}, step=step)
                 if measured["rankme"] is not None:

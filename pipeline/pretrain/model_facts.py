@@ -35,9 +35,15 @@ class ModelFacts:
 
 
 def describe_model(model_name: str, overrides: dict[str, Any]) -> ModelFacts:
-    """Build `models.build_model(model_name, **overrides)` without weights and read its facts."""
-    with torch.device("meta"):
-        model = models.build_model(model_name, **overrides)
+    """Build `models.build_model(model_name, **overrides)` without weights and read its facts;
+    an unknown name or a bad override is a ValueError naming the flag (checked before Ray starts)."""
+    if model_name not in models.list_models():
+        raise ValueError(f"--model {model_name!r} is not a registered model; `python -m models --list` shows them")
+    try:
+        with torch.device("meta"):
+            model = models.build_model(model_name, **overrides)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"--model {model_name} with --override {overrides}: {error}") from error
     return ModelFacts(
         spec=model.spec,
         encoder_parameters=models.count_parameters(model.encoder),

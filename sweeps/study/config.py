@@ -56,6 +56,11 @@ class StudyConfig:
     def __post_init__(self) -> None:
         # Checked before any trial runs: the report replays the rule even without the live scheduler.
         validate_rule(keep_fraction=self.early_stop_keep_fraction, check_fraction=self.early_stop_check_fraction)
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError(f"--max-concurrent must be at least 1 trial at once, got {self.max_concurrent}")
+        if self.cpus_per_trial < 0 or self.gpus_per_trial < 0 or self.n_bootstrap < 0:
+            raise ValueError(f"--cpus-per-trial, --gpus-per-trial and --n-bootstrap must not be negative; got "
+                             f"{self.cpus_per_trial}, {self.gpus_per_trial}, {self.n_bootstrap}")
 
     @property
     def resolved_probe(self) -> str:

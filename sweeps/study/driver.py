@@ -28,6 +28,7 @@ from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
 from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 from pipeline.ray_session import connect_ray
+from pipeline.run_lifecycle import killed_on_interrupt
 from sweeps.report.fits import StudyFits
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext, child_run_name
@@ -37,6 +38,7 @@ from sweeps.study.early_stop import (
     summarize_study_table,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
 from sweeps.study.tracking import (
     DONE_STATUSES,
@@ -101,13 +103,15 @@ def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
     trials = expand_grids(config.grid, profile=config.profile)
+    check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
     finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
     say = progress_writer(quiet=config.quiet)
     say(f"{context.study_name}: {len(trials)} trials ({len(remaining)} to run); {context.probe} probe, "
         f"{context.eval_checkpoints} checkpoints evaluated per trial; MLflow: {context.tracking_uri}")
-    failed = _run_trials(config, remaining, context, say) if remaining else []
+    with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
+        failed = _run_trials(config, remaining, context, say) if remaining else []
     table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
     early_stop = _summarize_early_stop(config, parent, table, trials)
     say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
@@ -135,7 +139,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
     study_name = config.resolved_study_name
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
-    if existing is not None and not config.resume:
+    # A study left RUNNING by a process that is gone (killed) is taken over (with a note), as with --resume.
+    left_by = tracking.stale_owner(uri, existing) if existing is not None and not config.resume else None
+    if existing is not None and not config.resume and left_by is None:
         raise ValueError(
             f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
             "or --study NEW_NAME to start another"

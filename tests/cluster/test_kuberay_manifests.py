@@ -195,3 +195,19 @@ def test_pretrain_commands_in_the_cluster_readme_parse():
     for command in commands:
         _, args = parse_entrypoint(command)
         assert args.use_gpu and urlparse(args.storage_path).scheme in {"s3", "gs"}, command
+
+
+def test_mlflow_server_requires_a_password_from_a_secret_and_every_ray_container_has_it():
+    (container,) = mlflow_objects()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    command = " ".join(container["command"] + container["args"])
+    assert "mlflow server --app-name basic-auth" in command and '"Flask-WTF<2"' in command
+    assert "MLFLOW_AUTH_CONFIG_PATH=" in command and 'admin_password = %s' in command
+    secrets = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in container["env"] if "valueFrom" in var}
+    assert secrets["MLFLOW_ADMIN_PASSWORD"] == {"name": "mlflow-auth", "key": "admin-password"}
+    assert secrets["MLFLOW_FLASK_SERVER_SECRET_KEY"]["name"] == "mlflow-auth"
+    for path in RAY_MANIFESTS:
+        for ray_container in all_ray_containers(load_manifest(path)):
+            env = {var["name"]: var for var in ray_container.get("env", [])}
+            assert env["MLFLOW_TRACKING_USERNAME"]["value"] == "admin", (path.name, ray_container["name"])
+            password = env["MLFLOW_TRACKING_PASSWORD"]["valueFrom"]["secretKeyRef"]
+            assert password == {"name": "mlflow-auth", "key": "admin-password"}, (path.name, ray_container["name"])

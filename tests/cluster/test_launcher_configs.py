@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import configparser
 import copy
+import importlib.util
+import os
 import re
 import shlex
+import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -95,3 +100,36 @@ def test_head_serves_mlflow_with_a_database_and_a_bucket_for_artifacts(path):
     assert "--backend-store-uri sqlite:////" in head_commands  # absolute path on the head
     assert f"--artifacts-destination {bucket_scheme}" in head_commands
     assert "MLFLOW_TRACKING_URI=http://" in head_commands  # drivers on the head inherit it
+
+
+def _read_auth_config(ini_path) -> dict[str, str]:
+    """The auth config's [mlflow] section; every key must be one of MLflow's own basic_auth.ini, whose
+    admin_password line ships commented out (importing the auth app needs Flask-WTF, absent here)."""
+    shipped = configparser.ConfigParser()
+    shipped_text = (Path(importlib.util.find_spec("mlflow").origin).parent / "server" / "auth" / "basic_auth.ini").read_text()
+    shipped.read_string(shipped_text.replace("# admin_password =", "admin_password ="))
+    written = configparser.ConfigParser()
+    written.read(ini_path)
+    assert set(written["mlflow"]) <= set(shipped["mlflow"]), set(written["mlflow"]) - set(shipped["mlflow"])
+    return dict(written["mlflow"])
+
+
+@pytest.mark.parametrize("path", LAUNCHER_FILES, ids=lambda p: p.name)
+def test_mlflow_server_requires_a_password_every_node_has(path, tmp_path):
+    config = prepared(path)
+    (server,) = [command for command in config["head_start_ray_commands"] if "mlflow server" in command]
+    assert "mlflow server --app-name basic-auth" in server
+    assert "~/.mlflow/admin_password" in config["file_mounts"]  # copied to every node, never in the file
+    assert any("Flask-WTF" in command for command in config["head_setup_commands"])  # the mlflow[auth] extra
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        start = next(command for command in config[key] if "ray start" in command)
+        assert "MLFLOW_TRACKING_PASSWORD=$(cat ~/.mlflow/admin_password)" in start, key
+    # Run the head's own command that writes the auth config, with a fake home, and read it as MLflow does.
+    writer = server[server.index("printf") : server.index("basic_auth.ini;") + len("basic_auth.ini")]
+    (tmp_path / ".mlflow").mkdir()
+    (tmp_path / ".mlflow" / "admin_password").write_text("s3cret\n")
+    (tmp_path / "mlflow").mkdir()
+    subprocess.run(["bash", "-c", writer], env={**os.environ, "HOME": str(tmp_path)}, check=True)
+    auth = _read_auth_config(tmp_path / "mlflow" / "basic_auth.ini")
+    assert (auth["admin_username"], auth["admin_password"], auth["default_permission"]) == ("admin", "s3cret", "READ")
+    assert auth["database_uri"] == "sqlite:////home/ray/mlflow/basic_auth.db"  # beside the run database on the head

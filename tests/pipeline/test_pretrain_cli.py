@@ -50,7 +50,7 @@ def test_batch_that_does_not_split_is_a_clear_error():
 
 
 def test_zero_workers_is_refused():
-    with pytest.raises(ValueError, match="num_workers must be at least 1"):
+    with pytest.raises(ValueError, match="--num-workers must be at least 1"):
         PretrainConfig(num_workers=0)
 
 
@@ -92,6 +92,7 @@ def test_parsing_each_flag_sets_its_field():
     special = {
         "placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"}),
         "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)),
+        "allow_changed": (["lr, warmup-steps"], ("lr", "warmup-steps")),
     }  # fmt: skip
     for field in _cli_fields()[0]:
         name = field.metadata[FLAG_KEY].name

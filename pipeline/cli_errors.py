@@ -1,0 +1,59 @@
+"""User errors at a command line's edge: one line on stderr, exit code 2, no traceback.
+
+Every `python -m ...` entry point runs its `main` through `run_cli`. A mistake the user can fix (a
+flag out of range, a missing or broken file) is raised deep down as `UserError` or a `ValueError`
+whose message names the flag or file and what to do; `run_cli` prints that message as one line.
+`--debug` anywhere on the command line re-raises instead, so the traceback is there when the
+message is not enough (a `ValueError` from a bug looks like a user error until then). Ctrl-C or
+SIGTERM (see `pipeline.tracking.killed_on_interrupt`) ends with one line and exit code 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+DEBUG_FLAG = "--debug"
+USER_ERROR_EXIT_CODE = 2  # argparse's own code for a bad command line
+INTERRUPTED_EXIT_CODE = 130  # the shell's 128 + SIGINT
+
+
+class UserError(ValueError):
+    """A mistake the user can fix; the message names the flag or file and what to do."""
+
+
+# What counts as the user's mistake at the edge: our own, bad values (ValueError, which covers
+# json.JSONDecodeError and the configs' range checks), and paths that are not there.
+USER_ERRORS = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None = None) -> int:
+    """`main(argv)` with `--debug` taken out; a user error becomes one stderr line and exit code 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in argv
+    argv = [arg for arg in argv if arg != DEBUG_FLAG]
+    try:
+        return main(argv)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"{prog}: error: {one_line(error) or type(error).__name__} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
+        return USER_ERROR_EXIT_CODE
+    except KeyboardInterrupt as interrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted ({one_line(interrupt) or 'Ctrl-C'})", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except SystemExit as exit_:
+        # `raise SystemExit("message")` is how some checks refuse; say it the same way.
+        if isinstance(exit_.code, str) and not debug:
+            print(f"{prog}: error: {one_line(exit_.code)}", file=sys.stderr)
+            return USER_ERROR_EXIT_CODE
+        raise
+
+
+def one_line(error: BaseException | str) -> str:
+    text = str(error)
+    if isinstance(error, OSError) and error.filename and str(error.filename) not in text:
+        text = f"{text}: {error.filename}"
+    return " ".join(text.split())

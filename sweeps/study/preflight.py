@@ -1,0 +1,48 @@
+"""Every input of a study checked before the first trial: tasks, corpus, shards, resources, MLflow.
+
+A mistyped --tasks directory used to be found only at each trial's evaluation, after all of the
+pretraining compute was spent, and the study was then marked FINISHED with no trial scored. These
+checks read only names, small metadata files and the cluster size; each failure is a ValueError
+naming the flag and what to do, raised before the study run is opened or Ray started.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import tracking
+from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from sweeps.study.config import StudyConfig
+
+
+def check_study_inputs(config: StudyConfig) -> None:
+    if config.tasks_dir is not None:
+        _check_tasks(Path(config.tasks_dir))
+    if config.corpus_dir is not None:
+        corpus = Path(config.corpus_dir)
+        if not corpus.is_dir() or not any(path.is_file() for path in corpus.rglob("*")):
+            raise ValueError(f"--corpus {corpus}: no audio files there; pass a directory of audio (or leave --corpus "
+                             "out for the embedded corpus)")
+    for flag, place in (("--storage-path", config.storage_path), ("shards root", config.shards_root)):
+        if place is not None and "://" not in place and Path(place).exists() and not Path(place).is_dir():
+            raise ValueError(f"{flag} {place} is a file, not a directory")
+    if config.address is None and config.gpus_per_trial > 0:
+        _check_local_gpus(config.gpus_per_trial)
+    tracking.check_store(tracking.resolve_tracking_uri(config.tracking_uri))
+
+
+def _check_tasks(tasks_dir: Path) -> None:
+    try:
+        for task_dir in list_task_dirs(tasks_dir):
+            read_task_info(task_dir)
+    except ValueError as error:
+        raise ValueError(f"--tasks {tasks_dir}: {error}") from error
+
+
+def _check_local_gpus(gpus_per_trial: float) -> None:
+    import torch  # only when GPUs are asked for
+
+    available = torch.cuda.device_count()
+    if available < gpus_per_trial:
+        raise ValueError(f"--gpus-per-trial {gpus_per_trial:g} but this machine has {available} GPU(s); "
+                         "use --gpus-per-trial 0 or --address of a cluster with GPUs")

@@ -1,0 +1,99 @@
+"""Every user error of a command line is one stderr line naming the flag or file, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import models
+from pipeline.checkpoint import WEIGHTS_FILE, save_model_checkpoint
+from tests.conftest import REPO_ROOT
+
+
+def run_cli(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO_ROOT)
+
+
+def assert_one_line_error(completed: subprocess.CompletedProcess, *names: str) -> None:
+    stderr_lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    errors = [line for line in stderr_lines if "error:" in line]
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr, completed.stderr[-2000:]
+    assert len(errors) == 1 and "Started a local Ray" not in completed.stderr, completed.stderr
+    for name in names:
+        assert name in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--steps", "0"], ["--steps"]),
+        (["--batch-size", "0"], ["--batch-size"]),
+        (["--mask-ratio", "1.5"], ["--mask-ratio"]),
+        (["--model", "no-such-model"], ["--model", "no-such-model"]),
+        (["--override", "encoder_depth=0"], ["--override", "encoder_depth"]),
+        (["--rankme-n", "1"], ["--rankme-n", "at least 2"]),
+        (["--warmup-steps", "-5"], ["--warmup-steps"]),
+    ],
+)
+def test_pretrain_flag_errors_are_one_line_before_ray(args, names, tmp_path):
+    completed = run_cli("pipeline.pretrain", *args, "--shards", str(tmp_path / "missing"))
+    assert_one_line_error(completed, *names)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    completed = run_cli("pipeline.pretrain", "--steps", "0", "--debug")
+    assert completed.returncode != 0 and "Traceback" in completed.stderr
+
+
+def test_truncated_manifest_is_named(tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "manifest.json").write_text(json.dumps({"preset": {"name": "audiomae"}, "n_mels": 128})[:20])
+    completed = run_cli("pipeline.pretrain", "--shards", str(shards), "--steps", "2",
+                        "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                        "--storage-path", str(tmp_path / "ray"))
+    assert_one_line_error(completed, str(shards / "manifest.json"))
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    torch.manual_seed(0)
+    model = models.build_model("audiomae++-debug")
+    return save_model_checkpoint(tmp_path / "ckpt", model, model_name="audiomae++-debug", overrides={}, step=5,
+                                 shard_fingerprint="t")
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [(["--device", "cuda"], ["--device"]), (["--tasks", ","], ["--tasks"])],
+)
+def test_evaluate_flag_errors_are_one_line(args, names, checkpoint):
+    if args[0] == "--device" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    completed = run_cli("pipeline.evaluate", "--checkpoint", str(checkpoint), "--no-mlflow", *args)
+    assert_one_line_error(completed, *names)
+
+
+def test_truncated_weights_are_named(checkpoint, tmp_path):
+    from tests.pipeline.hear_task_fixtures import build_tiny_tasks
+
+    weights = checkpoint / WEIGHTS_FILE
+    os.truncate(weights, weights.stat().st_size // 2)
+    tasks_dir = build_tiny_tasks(tmp_path / "tasks")
+    completed = run_cli("pipeline.evaluate", "--checkpoint", str(checkpoint), "--tasks-dir", str(tasks_dir),
+                        "--tasks", "tones", "--probe", "linear", "--no-mlflow", "--workers", "1")
+    assert_one_line_error(completed, str(weights))
+
+
+def test_scaling_max_concurrent_zero_is_refused(tmp_path):
+    completed = run_cli("sweeps.scaling", "--grid", "mask_ratio", "--max-concurrent", "0",
+                        "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert_one_line_error(completed, "--max-concurrent")
