@@ -11,7 +11,12 @@ from sweeps.laws.forms import SaturatingLaw
 from sweeps.report.checkpoints import STEP_COLUMN, checkpoint_rows
 from sweeps.report.fits import fit_study_laws
 from sweeps.study.checkpoint_points import CheckpointPoint
-from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult, log_trial_result, trial_table_from_runs
+from sweeps.study.tracking import (
+    STUDY_EXPERIMENT,
+    TrialResult,
+    log_trial_result,
+    trial_table_from_runs,
+)
 
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
 STEPS = (0, 7, 14, 29, 43, 100)

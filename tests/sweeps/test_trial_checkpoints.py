@@ -18,8 +18,8 @@ from pipeline.checkpoint import load_model_from_checkpoint
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
 from sweeps.study.recipe import evaluation_steps_for
-from sweeps.study.trial import run_pretrain_and_evaluate
 from sweeps.study.tracking import STUDY_EXPERIMENT
+from sweeps.study.trial import run_pretrain_and_evaluate
 
 pytestmark = pytest.mark.ray
 STEPS = 28  # Table III's fractions of 28: 2, 4, 8, 12
