@@ -60,7 +60,7 @@ def build_training_dataset(config: PretrainConfig):
         seed=config.seed,
         file_order_seed=config.seed,
         epochs=epochs_per_pass(config, int(manifest["num_rows"])),
-        holdout=("train", validation_holdout_fraction(config)),
+        holdout=("train", validation_holdout_fraction(config, int(manifest["num_rows"]))),
     )
 
 
@@ -71,9 +71,21 @@ def rankme_pool(config: PretrainConfig) -> RankMePool:
     return select_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames, n=config.rankme_n)
 
 
-def validation_holdout_fraction(config: PretrainConfig) -> float:
-    """Share of clips kept out of training for the validation MSE (none when validation is off)."""
-    return config.validation_fraction if config.validation_every_steps > 0 else 0.0
+# A small shard set (a data-volume grid's smallest subset, a test's) held out too few clips at 1%:
+# 80 rows gave none and the run failed. The holdout grows to about this many clips, up to a fifth.
+MIN_VALIDATION_CLIPS = 8
+MAX_VALIDATION_FRACTION = 0.2
+
+
+def validation_holdout_fraction(config: PretrainConfig, num_rows: int | None = None) -> float:
+    """Share of clips kept out of training for the validation MSE (none when validation is off):
+    `--validation-fraction`, raised on small shard sets so that about MIN_VALIDATION_CLIPS are held out."""
+    if config.validation_every_steps <= 0:
+        return 0.0
+    if num_rows is None:
+        num_rows = int(read_manifest(config.shards_dir)["num_rows"])
+    small_set = min(MAX_VALIDATION_FRACTION, MIN_VALIDATION_CLIPS / max(1, num_rows))
+    return max(config.validation_fraction, small_set)
 
 
 def load_validation_crops(config: PretrainConfig) -> torch.Tensor:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hear_task_fixtures import build_tiny_tasks
-from pretrain_testdata import make_tiny_shards
 
 from pipeline import tracking
 from pipeline.checkpoint import load_model_from_checkpoint
@@ -20,6 +18,8 @@ from sweeps.study.grids import TrialSpec
 from sweeps.study.recipe import evaluation_steps_for
 from sweeps.study.tracking import STUDY_EXPERIMENT
 from sweeps.study.trial import run_pretrain_and_evaluate
+from tests.pipeline.hear_task_fixtures import build_tiny_tasks
+from tests.pipeline.pretrain_testdata import make_tiny_shards
 
 pytestmark = pytest.mark.ray
 STEPS = 28  # Table III's fractions of 28: 2, 4, 8, 12
