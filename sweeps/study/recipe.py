@@ -43,9 +43,9 @@ CPU_VALIDATION_EVERY_STEPS = 10  # CPU profile: an "epoch" of its tiny shards is
 CPU_PEAK_LR = 1e-3  # CPU profile: measured (benchmarks/sweep_cpu_default.py), not the paper's
 # CPU profile: a shuffle buffer over a whole epoch of the default corpus (3,054 rows). Prep writes
 # part files in listing order, so the default corpus's sources (speech, drums, melodies, ...) sit
-# in runs of files; the pipeline's 256-crop buffer spans ~3 files and gave batches of one or two
-# sources: in the default study R fell to 9.9 and Q to 0.41 by step 300, against 20.7 and 0.50
-# with batches drawn from the whole epoch (benchmarks/sweep_cpu_default.py, README).
+# in runs of files, and the pipeline's 256-crop buffer spans ~3 files: batches of one or two
+# sources. Drawing from the whole epoch is what the in-process sweep does; it did not by itself
+# close the gap between the two (README, "The default study's result").
 CPU_SHUFFLE_BUFFER_CROPS = 4096
 
 
