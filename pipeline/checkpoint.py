@@ -33,8 +33,9 @@ TRAIN_STATE_FILE = "train_state.pt"
 DIGESTS_KEY = "sha256"
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint directory that is missing files or does not match its model."""
+class CheckpointError(ValueError):
+    """A checkpoint directory that is missing files, is damaged or does not match its model: a file the
+    user gave, so a user error at the command line (one line, exit 2; pipeline.cli_errors)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

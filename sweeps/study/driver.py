@@ -277,12 +277,14 @@ def _record_stopped_trials(
     """Mark the child runs of trials the scheduler stopped; one that finished first stays ok."""
     specs = {t.name: t for t in trials}
     for name, check in scheduler.stopped_trials().items():
-        run = tracking.start_or_resume_run(
-            tracking_uri=context.tracking_uri,
-            experiment_name=STUDY_EXPERIMENT,
-            run_name=child_run_name(context.study_name, name),
+        run_name = child_run_name(context.study_name, name)
+        # The scheduler stopped this trial: its run is ours to close, though the Ray worker process
+        # that owned it may live on (Ray keeps idle workers), so it is attached, not claimed.
+        run_id = tracking.find_run_id(context.tracking_uri, STUDY_EXPERIMENT, run_name)
+        run = tracking.attach_run(context.tracking_uri, run_id) if run_id else tracking.start_or_resume_run(
+            tracking_uri=context.tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=run_name,
             parent_run_id=context.parent_run_id,
-        )
+        )  # fmt: skip
         if tracking.read_run(run.tracking_uri, run.run_id)["tags"].get(STATUS_TAG) == STATUS_OK:
             run.finish()  # the stop arrived after the trial had logged its result
             continue

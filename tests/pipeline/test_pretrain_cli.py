@@ -91,7 +91,7 @@ def test_parsing_each_flag_sets_its_field():
     hints = typing.get_type_hints(PretrainConfig)
     special = {
         "placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"}),
-        "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)),
+        "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)), "checkpoint_steps": (["0,21,300"], (0, 21, 300)),
         "allow_changed": (["lr, warmup-steps"], ("lr", "warmup-steps")),
     }  # fmt: skip
     for field in _cli_fields()[0]:

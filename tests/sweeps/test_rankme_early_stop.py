@@ -140,12 +140,14 @@ def test_cli_rule_settings_out_of_range_exit_2_naming_the_flag_even_without_the_
 def test_default_rule_saves_at_least_40_percent_of_the_default_grid():
     trials = expand_grids("mask_ratio", profile="cpu_default")
     steps = {t.train_steps for t in trials}
-    assert len(trials) == 5 and steps == {100}
+    assert len(trials) == 5 and steps == {300}
     assert n_trials_kept(5, DEFAULT_KEEP_FRACTION) == 2  # 0.4 x 5 = 2 exactly, not rounded up to 3
-    # RankMe at Table III's fractions of 100 steps (7, 14, 29, 43, 100): the first at or after 25 is 29.
+    # RankMe at Table III's fractions of 300 steps (21, 43, 86, 129, 300): the first at or after 75 is 86.
+    assert decision_step_for(300, check_fraction=DEFAULT_CHECK_FRACTION) == 86
+    saved = planned_steps_saved_fraction(len(trials), 300)
+    assert saved == pytest.approx(3 * 214 / 1500) and saved >= 0.40
+    # The same rule on a 100-step horizon (Table III's steps 7, 14, 29, 43, 100): decides at 29.
     assert decision_step_for(100, check_fraction=DEFAULT_CHECK_FRACTION) == 29
-    saved = planned_steps_saved_fraction(len(trials), 100)
-    assert saved == pytest.approx(3 * 71 / 500) and saved >= 0.40
     # Why the default moved: keeping half keeps 3 of 5 and saves 2 x 71 / 500 = 28%.
     assert planned_steps_saved_fraction(5, 100, keep_fraction=0.5) == pytest.approx(2 * 71 / 500)
 

@@ -10,8 +10,8 @@ from sweeps.study.tracking import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
 from tests.sweeps.synthetic_curves import RANKME_LEVEL
 
 CURVE_RUNNER = "tests.sweeps.synthetic_curves:run_curve_trial"
-PLANNED_STEPS = 100  # the mask_ratio grid's cpu_default; RankMe at 7, 14, 29, 43, 100 (Table III's fractions)
-CHECK_STEP = 29  # the first RankMe step at or after 25% of the steps
+PLANNED_STEPS = 300  # the mask_ratio grid's cpu_default; RankMe at 21, 43, 86, 129, 300 (Table III's fractions)
+CHECK_STEP = 86  # the first RankMe step at or after 25% of the steps
 
 
 def _study(tmp_path, **changes):
@@ -36,7 +36,7 @@ def test_stopped_trials_are_recorded_stopped_early_left_out_of_fits_and_not_reru
     assert outcome.early_stop.steps_saved_fraction == pytest.approx(expected_saved)
     assert outcome.early_stop.best_finished == max(RANKME_LEVEL, key=RANKME_LEVEL.get)
     assert not outcome.early_stop.best_changed
-    assert expected_saved == pytest.approx(3 * 71 / 500)
+    assert expected_saved == pytest.approx(3 * 214 / 1500)
     assert f"Steps saved: {100 * expected_saved:.0f}% of planned steps" in outcome.report_markdown
     assert outcome.fits.n_trials_used == len(RANKME_LEVEL) - len(low)
 
