@@ -27,6 +27,7 @@ def _three_clips(folder):
         soundfile.write(folder / f"clip{index}.wav", tone(1.0 + index, freq_hz=300 + 100 * index, seed=index), SR)
 
 
+@pytest.mark.slow
 def test_two_concurrent_preps_into_one_folder_write_the_rows_once(tmp_path):
     _three_clips(tmp_path / "audio")
     command = [sys.executable, "-m", "pipeline.prep", "--input", str(tmp_path / "audio"),

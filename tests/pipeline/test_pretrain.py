@@ -191,6 +191,7 @@ def test_validation_early_stop_records_converged_and_stops_every_worker(shards_d
     assert 3 in dict(result.rankme_history)  # an explicit --rankme-steps step
 
 
+@pytest.mark.slow
 def test_resume_past_a_truncated_newest_checkpoint(resumed_run, shards_dir, workdir):
     # Before: the damaged newest checkpoint failed every retry and every re-run, naming no file.
     _, second, _ = resumed_run

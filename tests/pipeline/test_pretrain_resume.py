@@ -12,7 +12,7 @@ from pipeline.cli_errors import UserError
 from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from tests.pipeline.pretrain_testdata import make_tiny_shards
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~95 s: CI runs the fast subset (README)
 
 
 @pytest.fixture(scope="module")

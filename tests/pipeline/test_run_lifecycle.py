@@ -39,7 +39,7 @@ def _loss_logged(uri: str, experiment: str, run_name: str):
     return run_id if run_id and tracking.read_run(uri, run_id)["metrics"].get("loss") else None
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM])
 def test_interrupted_pretraining_is_marked_killed(signum, tmp_path, tmp_path_factory):
     shards = make_tiny_shards(tmp_path_factory.getbasetemp())
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -25,6 +25,7 @@ def _settings(tmp_path) -> dict:
             "n_bootstrap": 20}  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_marks_the_study_run_killed(signum, tmp_path):
     (tmp_path / "ray").mkdir()
@@ -45,6 +46,7 @@ def test_signal_marks_the_study_run_killed(signum, tmp_path):
     assert tracking.read_run(uri, tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks"))["status"] == "KILLED"
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_study_left_running_by_a_dead_process_is_taken_over(ray_local, tmp_path, capsys):
     uri = _settings(tmp_path)["tracking_uri"]
