@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
+from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
 from sweeps.report.early_stop_markdown import early_stop_section, row_names
 from sweeps.report.fits import (
@@ -191,14 +192,21 @@ def study_markdown(
     trials, n_failed = usable_trials(table)
     best = trials.loc[trials["q"].idxmax()] if len(trials) else None
     sections = [f"# Scaling study `{study_name}`", ""]
+    points = checkpoint_rows(trials)
+    evaluated = f" ({len(points)} evaluated checkpoints: Q(R)'s points)" if len(points) > len(trials) else ""
     sections.append(
-        f"{len(trials)} finished trial rows were fitted; {n_failed} failed or unscored row(s) were left out."
+        f"{len(trials)} finished trial rows were fitted{evaluated}; {n_failed} failed or unscored row(s) were left out."
     )
     if best is not None:
         described = ", ".join(
-            f"{c}={best[c]}" for c in ("arch", "n_params", "hours", "mask_ratio") if c in trials.columns
+            f"{c}={best[c]:.4g}" if isinstance(best[c], float) else f"{c}={best[c]}"
+            for c in ("trial", "arch", "n_params", "hours", "mask_ratio") if c in trials.columns
         )
-        sections.append(f"Best quality Q = {best['q']:.4f} ({described}).")
+        sections.append(f"Best final-checkpoint quality Q = {best['q']:.4f} ({described}).")
+        if len(points) > len(trials):  # an earlier checkpoint may score higher than any last one
+            top = points.loc[points["q"].idxmax()]
+            sections.append(f"Best of all evaluated checkpoints: {top['trial']} at step {int(top['step'])}, "
+                            f"Q = {top['q']:.4f}, RankMe R {top['rankme']:.2f}.")
     sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
     sections += ["", "## Fitted laws", ""]
     if study.fits:

@@ -10,6 +10,7 @@ from pipeline import tracking
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.report.checkpoints import STEP_COLUMN, checkpoint_rows
 from sweeps.report.fits import fit_study_laws
+from sweeps.report.markdown import study_markdown
 from sweeps.study.checkpoint_points import CheckpointPoint
 from sweeps.study.tracking import (
     STUDY_EXPERIMENT,
@@ -76,11 +77,17 @@ def test_checkpoint_rows_keep_the_trial_as_bootstrap_unit_and_its_interval_on_th
 def test_q_of_r_is_fitted_over_every_checkpoint(tracking_uri):
     # 3 trials x 6 checkpoints = 18 points on a known law: recovered; 3 final points alone would be too few.
     trials = [_trial(f"t{i}", list(np.geomspace(300.0 - 50 * i, 40.0 + 10 * i, len(STEPS)))) for i in range(3)]
-    study = fit_study_laws(_logged_table(tracking_uri, trials), n_bootstrap=20)
+    table = _logged_table(tracking_uri, trials)
+    study = fit_study_laws(table, n_bootstrap=20)
     fit = study.fits["Q(R)"]
     assert fit.n_points == 18
     assert fit.params["alpha"] == pytest.approx(0.8, rel=0.05)
     assert fit.r2 > 0.99
+    # The report's headline names the best of every checkpoint, not only of the last ones.
+    report = study_markdown("s", table, study, [])
+    assert "3 finished trial rows were fitted (18 evaluated checkpoints" in report
+    best = max(trials, key=lambda t: max(p.q for p in t.checkpoint_points.values()))
+    assert f"Best of all evaluated checkpoints: {best.trial} at step 0," in report  # R falls with steps here
 
 
 def test_a_study_whose_trials_all_failed_reports_too_few_points():
