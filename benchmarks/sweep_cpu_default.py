@@ -3,8 +3,10 @@
 Trains candidate settings of the study MAE in this process (the pipeline's optimizer, schedule,
 crops, RankMe pool and probes; no Ray, so a setting costs seconds, not a study) and, at log-spaced
 checkpoints from initialisation on, measures R (RankMe of the pool's scene embeddings: the R of the
-fits) and Q (mean test score over the 7 default tasks with a deterministic probe). Task audio is
-turned into normalised log-mel once and reused by every checkpoint.
+fits) and Q (mean test score over the 7 default tasks with a deterministic probe). Each checkpoint
+is scored as a study trial scores it (pipeline.evaluate's embedding and probes); task audio is
+decoded once per process (pipeline.evaluate.input_cache; with $AUDIOSCALE_INPUT_CACHE_DIR set,
+once per machine, as a study does).
 
     python benchmarks/sweep_cpu_default.py --home ~/audioscale --settings base,lr1e-3 [--probe knn]
 
@@ -19,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import math
-import pickle
 import re
 import sys
 import time
@@ -32,25 +33,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models import build_model  # noqa: E402
 from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation  # noqa: E402
-from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays  # noqa: E402
+from pipeline.evaluate.probes.scene import probe_task, scene_probe  # noqa: E402
 from pipeline.evaluate.scores import quality_q  # noqa: E402
 from pipeline.evaluate.task_data import (  # noqa: E402
-    encode_targets,
     list_task_dirs,
-    probe_splits,
-    read_split_labels,
-    read_task_audio,
     read_task_info,
 )
+from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
 from pipeline.pool_rankme import measure_pool_rankme  # noqa: E402
 from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noqa: E402
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
 from pipeline.shards.rankme_pool import select_pool  # noqa: E402
-
-# The naive baseline's test scores (README "Labeled tasks": mean/std of log-mel -> logistic regression).
-NAIVE = {"language_real": 0.737, "language_synthetic": 0.500, "spoken_digits": 0.768, "pitch": 0.932,
-         "instrument_family": 0.384, "drum_type": 0.746, "speaker_count": 0.380}  # fmt: skip
+from sweeps.report.naive_baseline import NAIVE_BASELINE_SOURCE, naive_mean  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,60 +89,16 @@ def parse_setting(name: str) -> Setting:
     return Setting(overrides=overrides, **fields)
 
 
-def cached_task_inputs(tasks_dir: Path, normalisation: MelNormalisation, spec) -> list[dict]:
-    """Per task and split: the model's input chunks (normalised log-mel, whole patches) and targets."""
-    embedder = FrameEmbedder.__new__(FrameEmbedder)  # only its input rule: no model needed yet
-    embedder.spec, embedder.normalisation = spec, normalisation
-    from pipeline.audio.frontend import get_preset
-
-    embedder.preset = get_preset(spec.frontend_preset)
-    tasks = []
-    for task_dir in list_task_dirs(tasks_dir):
-        task = read_task_info(task_dir)
-        needed = sorted({n for fold in probe_splits(task) for n in (*fold.train, fold.valid, fold.test)})
-        splits = {}
-        for split in needed:
-            labels = read_split_labels(task, split)
-            names = sorted(labels)
-            mels = [embedder.model_input(read_task_audio(task, split, name)) for name in names]
-            splits[split] = (mels, encode_targets(task, [labels[n] for n in names]))
-        tasks.append({"task": task, "splits": splits})
-    return tasks
-
-
-@torch.no_grad()
-def scene_embeddings(model, mels: list[np.ndarray], crop: int) -> np.ndarray:
-    """Mean over each clip's frames of the frozen encoder's features (as FrameEmbedder computes it)."""
-    chunks, owners = [], []
-    for index, mel in enumerate(mels):
-        for start in range(0, len(mel), crop):
-            chunks.append(mel[start : start + crop])
-            owners.append(index)
-    sums = np.zeros((len(mels), model.spec.embed_dim), np.float64)
-    counts = np.zeros(len(mels))
-    by_length: dict[int, list[int]] = {}
-    for i, chunk in enumerate(chunks):
-        by_length.setdefault(len(chunk), []).append(i)
-    for indices in by_length.values():
-        for start in range(0, len(indices), 256):
-            batch = indices[start : start + 256]
-            features = model.embed(torch.from_numpy(np.stack([chunks[i] for i in batch]))).float().numpy()
-            for row, i in enumerate(batch):
-                sums[owners[i]] += features[row].sum(axis=0)
-                counts[owners[i]] += features.shape[1]
-    return (sums / counts[:, None]).astype(np.float32)
-
-
-def measure(model, pool, tasks, probe_name: str) -> dict:
+def measure(model, pool, tasks, normalisation: MelNormalisation, probe_name: str) -> dict:
+    """R on the pool and Q over the tasks, as a study trial evaluates (pipeline.evaluate's embedding;
+    task inputs from its per-process cache, so only the first checkpoint decodes audio)."""
     model.eval()
     tick = time.perf_counter()
     rankme = measure_pool_rankme(model, pool, device="cpu")
+    embedder = FrameEmbedder(model, normalisation=normalisation, batch_chunks=256)
     scores = {}
-    for entry in tasks:
-        task = entry["task"]
-        splits = {name: split_arrays(scene_embeddings(model, mels, model.spec.crop_frames), targets)
-                  for name, (mels, targets) in entry["splits"].items()}
-        score, _ = probe_task(task, splits, seeds=1, training=scene_probe(probe_name))
+    for task in tasks:
+        score, _ = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=scene_probe(probe_name))
         scores[task.name] = score.mean
     model.train()
     return {"R": rankme.value, "N": rankme.n, "Q": quality_q(scores), "tasks": scores,
@@ -177,7 +128,8 @@ class TrainingRows:
         return crops[rng.permutation(len(crops))]
 
 
-def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, pool, tasks, probe: str, seed: int) -> list[dict]:
+def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, pool, tasks, normalisation, probe: str,
+                seed: int) -> list[dict]:
     torch.manual_seed(seed)
     model = build_model("mae-debug", **setting.overrides, mask_ratio=setting.mask_ratio)
     crop = model.spec.crop_frames
@@ -189,7 +141,7 @@ def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, poo
     for step in range(setting.steps + 1):
         if step in marks:
             row = {"setting": name, "step": step, "loss": float(np.mean(losses[-10:])) if losses else math.nan,
-                   **measure(model, pool, tasks, probe), "train_s": time.perf_counter() - started}
+                   **measure(model, pool, tasks, normalisation, probe), "train_s": time.perf_counter() - started}
             rows.append(row)
             print(f"{name:>14} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
                   f"[{' '.join(f'{v:.2f}' for v in row['tasks'].values())}] eval {row['eval_s']:.0f}s "
@@ -219,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe", default="knn", help="linear | knn (deterministic probes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)")
-    parser.add_argument("--inputs-file", type=Path, default=None,
-                        help="keep the task inputs here between runs (a pickle; reuse only with the same home)")
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -230,19 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     normalisation = MelNormalisation(per_clip=False, bin_mean=np.asarray(manifest["mean"], np.float32),
                                      bin_std=np.asarray(manifest["std"], np.float32))
     tick = time.perf_counter()
-    if args.inputs_file is not None and args.inputs_file.exists():
-        tasks = pickle.loads(args.inputs_file.read_bytes())
-    else:
-        tasks = cached_task_inputs(args.home / "tasks", normalisation, spec)
-        if args.inputs_file is not None:
-            args.inputs_file.write_bytes(pickle.dumps(tasks))
+    tasks = [read_task_info(task_dir) for task_dir in list_task_dirs(args.home / "tasks")]
     pool = select_pool(shards, crop_frames=spec.crop_frames)
     training_rows = TrainingRows(shards, manifest)
-    print(f"task inputs cached in {time.perf_counter() - tick:.0f} s; pool N {sum(k for _, k in pool.rows)}", flush=True)
+    print(f"pool N {sum(k for _, k in pool.rows)}, training rows read in {time.perf_counter() - tick:.0f} s", flush=True)
     rows = []
     for name in args.settings.split(","):
-        rows += run_setting(name, parse_setting(name), training_rows=training_rows, pool=pool, tasks=tasks, probe=args.probe, seed=args.seed)
-    print(f"naive baseline Q {np.mean(list(NAIVE.values())):.3f}")
+        rows += run_setting(name, parse_setting(name), training_rows=training_rows, pool=pool, tasks=tasks,
+                            normalisation=normalisation, probe=args.probe, seed=args.seed)
+    print(f"naive baseline Q {naive_mean():.3f} ({NAIVE_BASELINE_SOURCE})")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
