@@ -80,7 +80,14 @@ def fit_task_laws(
 
 
 def _interval(fit: LawFit, name: str) -> str:
-    return f" [{fit.ci[name][0]:.3f}, {fit.ci[name][1]:.3f}]" if name in fit.ci else " [no interval]"
+    if name not in fit.ci:
+        return " [no interval]"
+    low, high = fit.ci[name]
+    if name == "q_inf" and low >= 1.0 - Q_INF_ONE_TOLERANCE:
+        # Every resample put Q_inf at its bound: "[1.000, 1.000]" would read as a precise ceiling,
+        # when the data identify none (the law is a rising power law over the points).
+        return " [every resample at the bound 1: no ceiling identified]"
+    return f" [{low:.3f}, {high:.3f}]"
 
 
 def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -69,3 +71,16 @@ def test_converged_column_adds_fig_1b_view():
     figure = plot_rankme_views(table, study)
     assert [ax.get_title() for ax in figure.axes] == ["(a) all checkpoints", "(b) converged checkpoints"]
     assert CONVERGED_VIEW not in fit_study_laws(table.drop(columns="converged"), n_bootstrap=0).fits
+
+
+def test_an_interval_pinned_at_the_bound_is_not_printed_as_a_precise_ceiling(laws):
+    task_laws, _ = laws
+    rising = task_laws["no_ceiling"]
+    # As in the default study's pitch row: every bootstrap resample put Q_inf at its bound 1.
+    pinned = dataclasses.replace(rising, fit=dataclasses.replace(rising.fit, ci={**rising.fit.ci, "q_inf": (1.0, 1.0)}))
+    lines = task_laws_markdown({"pinned": pinned, "ceiling": task_laws["ceiling"]}, {})
+    pinned_row = next(line for line in lines if line.startswith("| pinned |"))
+    assert "no ceiling identified" in pinned_row and "[1.000, 1.000]" not in pinned_row
+    ceiling_row = next(line for line in lines if line.startswith("| ceiling |"))
+    low, high = task_laws["ceiling"].fit.ci["q_inf"]
+    assert f"[{low:.3f}, {high:.3f}]" in ceiling_row
