@@ -30,7 +30,7 @@ from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SceneProbe
-from pipeline.evaluate.scores import TaskScore, quality_q
+from pipeline.evaluate.scores import TaskScore, quality_q, quality_q_interval, quality_q_test_interval
 from pipeline.evaluate.task_data import TaskInfo, list_task_dirs, read_task_info
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
@@ -183,17 +183,31 @@ def _rankme_of(features: np.ndarray, rankme_n: int):
     return rankme_with_shape(sample_fixed_n(features, n_samples=rankme_n, seed=RANKME_SEED))
 
 
-RESULT_COLUMNS = ["task", "metric", "mean", "ci_low", "ci_high", "probe"]  # probe: e.g. "mlp-hear", "lid-agent"
+# probe: e.g. "mlp-hear", "lid-agent"; interval_over: what the 95% interval resamples ("probe seeds",
+# or "test clips" for the deterministic linear / kNN probes; "" where there is none).
+RESULT_COLUMNS = ["task", "metric", "mean", "ci_low", "ci_high", "interval_over", "probe"]
+
+
+def _interval(low: float, high: float, test_low: float, test_high: float) -> dict:
+    if np.isfinite(low) and np.isfinite(high):
+        return {"ci_low": low, "ci_high": high, "interval_over": "probe seeds"}
+    if np.isfinite(test_low) and np.isfinite(test_high):
+        return {"ci_low": test_low, "ci_high": test_high, "interval_over": "test clips"}
+    return {"ci_low": np.nan, "ci_high": np.nan, "interval_over": ""}
 
 
 def results_rows(result: EvaluationResult) -> list[dict]:
     """One row per task plus a summary row: the results table of the CSV and the console."""
+    nan = float("nan")
     rows = [
-        {"task": task, "metric": score["metric"], "mean": score["mean"], "ci_low": score["ci_low"], "ci_high": score["ci_high"],
+        {"task": task, "metric": score["metric"], "mean": score["mean"],
+         **_interval(score["ci_low"], score["ci_high"], score.get("test_ci_low", nan), score.get("test_ci_high", nan)),
          "probe": score.get("probe", "")}
         for task, score in result.task_scores.items()
     ]
-    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q, "ci_low": np.nan, "ci_high": np.nan, "probe": ""})
+    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q,
+                 **_interval(*quality_q_interval(result.task_scores), *quality_q_test_interval(result.task_scores)),
+                 "probe": ""})
     return rows
 
 
@@ -216,10 +230,10 @@ def format_table(result: EvaluationResult) -> str:
     lines = [
         f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds, "
         f"probe {result.probe_protocol.get('schedule', '?')}",
-        f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI",
+        f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI (over)",
     ]
     for row in results_rows(result):
-        interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['interval_over']})"
         lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {row['probe']:<14}{interval}")
     capped = f", capped: N < {MIN_SAMPLES_PER_FEATURE} K" if result.rankme_capped else ""
     lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k}, pool {result.rankme_pool}{capped})")

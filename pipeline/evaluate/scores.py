@@ -4,6 +4,10 @@
   mean +- t(0.975, seeds - 1) * std / sqrt(seeds) (sample std). One seed has no interval: NaN.
 - Q is the mean over tasks of the primary score (all primary metrics here lie in [0, 1]).
 - Q's 95% interval is the same t-interval over per-seed Q (seed i's scores averaged over tasks).
+- Deterministic probes (linear, kNN) give every seed one score: their noise is the test split's.
+  A task's `test_se` is the bootstrap standard error over its test clips
+  (pipeline.evaluate.probes.test_bootstrap); Q's test-clip interval is Q +- 1.96 sqrt(sum_t se_t^2) / T,
+  the tasks' test sets being independent draws (a normal interval on a mean of 7+ scores).
 - s(m) (AudioMAE++ papers, reference/evaluation.md) ranks models on a common task set:
   s(m) = 100 / |T| * sum_t (x_t(m) - min_t) / (max_t - min_t), min and max over the compared models.
   A task on which all models tie carries no ranking information and contributes 0 to every model.
@@ -16,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.stats import norm
 from scipy.stats import t as student_t
 
 CONFIDENCE = 0.95
@@ -35,6 +40,11 @@ class TaskScore:
     ci_high: float
     seed_scores: tuple[float, ...]
     probe: str = ""
+    # Bootstrap over test clips (deterministic probes): standard error and 95% percentile interval
+    # of the test score, the folds' replicates averaged as their scores are. NaN where not computed.
+    test_se: float = math.nan
+    test_ci_low: float = math.nan
+    test_ci_high: float = math.nan
 
     def to_dict(self) -> dict:
         return asdict(self) | {"seed_scores": list(self.seed_scores)}
@@ -52,11 +62,19 @@ def mean_confidence_interval(values: Sequence[float], confidence: float = CONFID
     return mean, mean - half_width, mean + half_width
 
 
-def task_score_from_seeds(metric: str, seed_scores: Sequence[float], *, probe: str = "") -> TaskScore:
+def task_score_from_seeds(
+    metric: str, seed_scores: Sequence[float], *, probe: str = "", test_replicates: np.ndarray | None = None
+) -> TaskScore:
+    """`test_replicates`: the test score on resampled test clips (deterministic probes), or None."""
     mean, low, high = mean_confidence_interval(seed_scores)
-    return TaskScore(
-        metric=metric, mean=mean, ci_low=low, ci_high=high, seed_scores=tuple(float(s) for s in seed_scores), probe=probe
-    )
+    test = {}
+    if test_replicates is not None and len(test_replicates) > 1:
+        tail = 50.0 * (1.0 - CONFIDENCE)
+        test_low, test_high = np.percentile(test_replicates, [tail, 100.0 - tail])
+        test = {"test_se": float(np.std(test_replicates, ddof=1)), "test_ci_low": float(test_low),
+                "test_ci_high": float(test_high)}
+    return TaskScore(metric=metric, mean=mean, ci_low=low, ci_high=high,
+                     seed_scores=tuple(float(s) for s in seed_scores), probe=probe, **test)
 
 
 def quality_q(task_means: Mapping[str, float]) -> float:
@@ -80,6 +98,17 @@ def quality_q_interval(task_scores: Mapping[str, Mapping], confidence: float = C
     per_seed_q = np.mean(np.asarray(per_task, dtype=np.float64), axis=0)  # (seeds,)
     _, low, high = mean_confidence_interval(per_seed_q, confidence)
     return low, high
+
+
+def quality_q_test_interval(task_scores: Mapping[str, Mapping], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """95% interval of Q from the tasks' test-clip bootstrap: Q +- z sqrt(sum se_t^2) / T. `task_scores`:
+    task -> TaskScore.to_dict(). (NaN, NaN) unless every task has a finite `test_se`."""
+    errors = np.asarray([score.get("test_se", math.nan) for score in task_scores.values()], dtype=np.float64)
+    if errors.size == 0 or not np.all(np.isfinite(errors)):
+        return math.nan, math.nan
+    q = float(np.mean([score["mean"] for score in task_scores.values()]))
+    half_width = float(norm.ppf(0.5 + confidence / 2.0) * np.sqrt(np.sum(errors**2)) / errors.size)
+    return q - half_width, q + half_width
 
 
 def normalised_scores(scores_by_model: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

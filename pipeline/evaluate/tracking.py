@@ -111,6 +111,8 @@ def log_evaluation(
         if _finite(score["ci_low"]):
             metrics[f"{task}/ci_low"] = score["ci_low"]
             metrics[f"{task}/ci_high"] = score["ci_high"]
+        if _finite(score.get("test_se")):  # deterministic probes: the bootstrap over test clips
+            metrics[f"{task}/test_se"] = score["test_se"]
     metrics.update({f"seconds/{key}": value for key, value in result.seconds.items()})
     run.log_metrics(metrics, step=result.step)
     with tempfile.TemporaryDirectory(prefix="audioscale-eval-") as directory:

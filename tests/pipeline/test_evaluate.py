@@ -76,7 +76,7 @@ def test_cli_logs_to_mlflow_and_writes_tables(tmp_path, tasks_dir, tracking_uri,
     assert sorted(list_artifacts(tracking_uri, saved["run_id"], "evaluation")) == [
         "evaluation/evaluation.csv", "evaluation/evaluation.json"]
     csv_lines = (output / "evaluation.csv").read_text().splitlines()
-    assert csv_lines[0] == "task,metric,mean,ci_low,ci_high,probe" and csv_lines[1].startswith("tones,top1_acc,")
+    assert csv_lines[0] == "task,metric,mean,ci_low,ci_high,interval_over,probe" and csv_lines[1].startswith("tones,top1_acc,")
     assert csv_lines[1].endswith(",mlp-hear")
 
 

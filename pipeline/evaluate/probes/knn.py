@@ -14,7 +14,8 @@ Protocol, for one (train, valid, test) fold:
   the task's primary metric; the best k (the smallest on a tie) is reported on the test split.
 
 Deterministic: the probe has no random state, so every seed gives the same score and the spread
-over seeds is 0 by construction (`probe_task` scores each fold once).
+over seeds is 0 by construction (`probe_task` scores each fold once). The chosen k's test score
+carries a bootstrap over test clips instead (pipeline.evaluate.probes.test_bootstrap).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.linear import ChosenProbeResult, choose_on_validation
 from pipeline.evaluate.probes.metrics import score_predictions
+from pipeline.evaluate.probes.test_bootstrap import bootstrap_test_scores
 
 DEFAULT_K_GRID = (1, 3, 5, 10, 20, 50)
 VOTES = ("majority", "weighted")
@@ -115,10 +117,18 @@ def run_knn_probe(
     neighbours = _normalised(train.features, mean, std)
     labels = _label_matrix(train.targets, n_classes).double()
 
-    def scores(split: SplitArrays) -> np.ndarray:
-        class_scores = knn_scores(neighbours, labels, _normalised(split.features, mean, std), k_grid,
-                                  vote=config.vote, temperature=config.temperature)
-        # Multilabel metrics apply a sigmoid first: monotone, so rankings (AP, AUC) are unchanged.
-        return score_predictions(metric, class_scores.float(), split.targets, class_labels=class_labels)
+    def class_scores(split: SplitArrays) -> torch.Tensor:  # (k_grid, n, classes)
+        return knn_scores(neighbours, labels, _normalised(split.features, mean, std), k_grid,
+                          vote=config.vote, temperature=config.temperature).float()
 
-    return choose_on_validation(tuple(float(k) for k in k_grid), scores(valid), scores(test))
+    def scores(split: SplitArrays, outputs: torch.Tensor) -> np.ndarray:
+        # Multilabel metrics apply a sigmoid first: monotone, so rankings (AP, AUC) are unchanged.
+        return score_predictions(metric, outputs, split.targets, class_labels=class_labels)
+
+    test_outputs = class_scores(test)
+
+    def resampled(best: int) -> np.ndarray:
+        return bootstrap_test_scores(metric, test_outputs[best], test.targets, class_labels=class_labels)
+
+    return choose_on_validation(tuple(float(k) for k in k_grid), scores(valid, class_scores(valid)),
+                                scores(test, test_outputs), test_bootstrap=resampled)

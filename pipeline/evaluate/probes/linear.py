@@ -11,13 +11,15 @@ frozen embedding makes linearly available. Protocol, for one (train, valid, test
   regularised, on a tie) and report its test score.
 
 lbfgs from a zero start is deterministic: the probe has no random state, so every seed gives the
-same score and the spread over seeds is 0 by construction (`probe_task` fits each fold once).
+same score and the spread over seeds is 0 by construction (`probe_task` fits each fold once). The
+chosen C's test score carries a bootstrap over test clips instead (pipeline.evaluate.probes.test_bootstrap).
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,6 +28,7 @@ from sklearn.linear_model import LogisticRegression
 
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.metrics import score_predictions
+from pipeline.evaluate.probes.test_bootstrap import bootstrap_test_scores
 
 DEFAULT_C_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 # A class the training split never shows can never be predicted: its logit is this (finite, so
@@ -54,6 +57,9 @@ class ChosenProbeResult:
     validation_score: float
     test_score: float
     validation_scores: dict[float, float]  # every grid value's validation score
+    # The chosen value's test score on resampled test clips (pipeline.evaluate.probes.test_bootstrap):
+    # the noise floor of a probe whose seeds give no spread. None where it was not computed.
+    test_bootstrap: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def standardiser(train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,14 +71,18 @@ def choose_on_validation(
     grid: tuple[float, ...],
     valid_scores: np.ndarray,
     test_scores: np.ndarray,
+    *,
+    test_bootstrap: Callable[[int], np.ndarray] | None = None,
 ) -> ChosenProbeResult:
-    """The grid value with the best validation score (the first one on a tie) and its test score."""
+    """The grid value with the best validation score (the first one on a tie) and its test score;
+    `test_bootstrap(best_index)`, when given, resamples the chosen value's test outputs."""
     best = int(np.argmax(valid_scores))  # argmax returns the first of equal maxima
     return ChosenProbeResult(
         choice=float(grid[best]),
         validation_score=float(valid_scores[best]),
         test_score=float(test_scores[best]),
         validation_scores={float(value): float(score) for value, score in zip(grid, valid_scores)},
+        test_bootstrap=None if test_bootstrap is None else test_bootstrap(best),
     )
 
 
@@ -143,4 +153,9 @@ def run_linear_probe(
         stacked = torch.from_numpy(np.stack(logits).astype(np.float32))  # (grid, n, classes)
         return score_predictions(metric, stacked, split.targets, class_labels=class_labels)
 
-    return choose_on_validation(config.c_grid, scores(valid_logits, valid), scores(test_logits, test))
+    def resampled(best: int) -> np.ndarray:
+        outputs = torch.from_numpy(test_logits[best].astype(np.float32))
+        return bootstrap_test_scores(metric, outputs, test.targets, class_labels=class_labels)
+
+    return choose_on_validation(config.c_grid, scores(valid_logits, valid), scores(test_logits, test),
+                                test_bootstrap=resampled)

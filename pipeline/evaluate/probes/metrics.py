@@ -42,6 +42,35 @@ def _d_prime(targets: np.ndarray, scores: np.ndarray) -> float:
     return float(np.sqrt(2.0) * norm.ppf(auc))
 
 
+def per_clip_hits(
+    metric: str,
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    class_labels: list[str] | None = None,
+) -> np.ndarray:
+    """(n,) float64 0/1: whether each clip is right under an accuracy metric (one probe config's
+    logits (n, classes)); the metric is their mean. Multilabel metrics are not per-clip means."""
+    if metric in MULTILABEL_METRICS:
+        raise ValueError(f"{metric} is not a mean of per-clip hits; score resamples with score_predictions")
+    if metric not in MULTICLASS_METRICS:
+        raise ValueError(f"unknown task metric {metric!r}; supported: {', '.join(MULTICLASS_METRICS + MULTILABEL_METRICS)}")
+    predicted = logits.argmax(dim=-1)
+    if metric == "chroma_acc":
+        pitches = _class_pitches(class_labels)
+        return ((pitches[predicted] % SEMITONES_PER_OCTAVE) == (pitches[targets] % SEMITONES_PER_OCTAVE)).double().numpy()
+    return (predicted == targets).double().numpy()
+
+
+def _class_pitches(class_labels: list[str] | None) -> torch.Tensor:
+    if class_labels is None:
+        raise ValueError("chroma_acc needs the class labels (MIDI pitch numbers)")
+    try:
+        return torch.tensor([int(float(label)) for label in class_labels])
+    except ValueError as error:
+        raise ValueError(f"chroma_acc needs integer MIDI pitch labels, got {class_labels[:5]}...") from error
+
+
 def score_predictions(
     metric: str,
     logits: torch.Tensor,
@@ -53,13 +82,7 @@ def score_predictions(
     if metric in ("top1_acc", "pitch_acc"):
         return _top1_accuracy(logits, targets)
     if metric == "chroma_acc":
-        if class_labels is None:
-            raise ValueError("chroma_acc needs the class labels (MIDI pitch numbers)")
-        try:
-            class_pitches = torch.tensor([int(float(label)) for label in class_labels])
-        except ValueError as error:
-            raise ValueError(f"chroma_acc needs integer MIDI pitch labels, got {class_labels[:5]}...") from error
-        return _chroma_accuracy(logits, targets, class_pitches)
+        return _chroma_accuracy(logits, targets, _class_pitches(class_labels))
     if metric in MULTILABEL_METRICS:
         target_matrix = targets.numpy()
         probabilities = torch.sigmoid(logits).numpy()

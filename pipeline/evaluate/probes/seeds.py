@@ -1,5 +1,6 @@
 """The seeds x folds protocol both probes share: score every fold under seeds 0..seeds-1, average
-the folds of each seed, then mean and 95% t-interval over seeds (pipeline.evaluate.scores).
+the folds of each seed, then mean and 95% t-interval over seeds (pipeline.evaluate.scores); for
+probes that carry one (linear, kNN), the test-clip bootstrap of the first seed's folds.
 
 A probe supplies only how one (fold, seed) is trained and scored: the MLP grid on scene embeddings
 (pipeline.evaluate.probes.scene) or the LID head on frame embeddings (pipeline.evaluate.probes.lid).
@@ -49,4 +50,16 @@ def score_over_seeds_and_folds(
         fold_results = [score_fold(fold, seed) for fold in folds]
         seed_scores.append(float(np.mean([result.test_score for result in fold_results])))
         results.extend(fold_results)
-    return task_score_from_seeds(task.primary_metric, seed_scores, probe=probe), results
+    replicates = _test_replicates(results[: len(folds)])
+    return task_score_from_seeds(task.primary_metric, seed_scores, probe=probe, test_replicates=replicates), results
+
+
+def _test_replicates(fold_results: list) -> np.ndarray | None:
+    """The task score on resampled test clips, folds averaged replicate by replicate as their scores
+    are (each fold's test set resampled independently); None unless every fold carries a bootstrap
+    (deterministic probes do: pipeline.evaluate.probes.test_bootstrap)."""
+    draws = [getattr(result, "test_bootstrap", None) for result in fold_results]
+    if not draws or any(d is None for d in draws):
+        return None
+    length = min(len(d) for d in draws)
+    return np.mean([np.asarray(d[:length]) for d in draws], axis=0)
