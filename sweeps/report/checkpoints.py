@@ -31,8 +31,8 @@ def checkpoint_rows(trials: pd.DataFrame) -> pd.DataFrame:
             continue
         last = max(points)
         for step, values in sorted(points.items()):
-            # The trial's Q interval belongs to its last checkpoint; earlier points have none logged.
-            interval = {} if step == last else {"q_ci_low": np.nan, "q_ci_high": np.nan}
+            # Each checkpoint's own Q interval where it was logged (the trial row's is the last one's).
+            interval = {} if step == last else {key: values.get(key, np.nan) for key in ("q_ci_low", "q_ci_high")}
             rows.append({**base, **values, **interval, STEP_COLUMN: step, "is_last": step == last})
     # No usable trial: the empty table keeps its columns, so callers see "too few points", not a KeyError.
     return pd.DataFrame(rows) if rows else trials.assign(**{STEP_COLUMN: np.nan, "is_last": True})

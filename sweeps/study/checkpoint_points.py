@@ -10,12 +10,14 @@ gives every point; the last step is the trial's own result (what `trial_table_fr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from pipeline import tracking
 
 TASK_SCORE_PREFIX = "score/"  # as sweeps.report.task_laws names the per-task columns
 POINTS_COLUMN = "checkpoint_points"  # trial table column: {step: {"rankme", "q", "score/<task>"}}
+INTERVAL_KEYS = ("q_ci_low", "q_ci_high")  # a checkpoint's Q interval, where one was measured
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +25,7 @@ class CheckpointPoint:
     rankme: float  # on the study's RankMe pool
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
+    q_ci: tuple[float, float] = (math.nan, math.nan)  # Q's 95% interval (sweeps.study.trial.q_interval)
 
 
 def log_checkpoint_points(
@@ -33,11 +36,12 @@ def log_checkpoint_points(
         if step < last_step:
             scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in point.task_scores.items()}
             rankme = {} if step in rankme_logged_at else {"rankme": point.rankme}
-            run.log_metrics({"q": point.q, **rankme, **scores}, step=step)
+            interval = dict(zip(INTERVAL_KEYS, point.q_ci)) if all(map(math.isfinite, point.q_ci)) else {}
+            run.log_metrics({"q": point.q, **rankme, **scores, **interval}, step=step)
 
 
 def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[int, dict[str, float]]:
-    """{step: {"rankme", "q", "score/<task>"}} from a child run's metric histories; {} with one
+    """{step: {"rankme", "q", "score/<task>", ["q_ci_low", "q_ci_high"]}} from a child run's metric histories; {} with one
     evaluated checkpoint (nothing beyond the trial's own row)."""
     q_by_step = dict(metrics.get("q", []))
     if len(q_by_step) < 2:
@@ -50,7 +54,7 @@ def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[in
             continue  # a point needs both R and Q
         point = {"rankme": rankme_by_step[step], "q": q}
         for key, history in metrics.items():
-            if key.startswith(TASK_SCORE_PREFIX) and (value := dict(history).get(step)) is not None:
+            if (key.startswith(TASK_SCORE_PREFIX) or key in INTERVAL_KEYS) and (value := dict(history).get(step)) is not None:
                 point[key] = value
         points[int(step)] = point
     return points

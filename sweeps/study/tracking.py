@@ -67,7 +67,10 @@ STATUS_OK = "ok"
 STATUS_STOPPED_EARLY = "stopped_early"
 DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
 NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio", "train_steps")
-TEXT_PARAMS = ("trial", "model_name", "arch", "configuration")
+TEXT_PARAMS = ("trial", "model_name", "arch", "configuration", "q_interval_over")
+# What a trial's Q interval resamples (sweeps.report.intervals judges each kind by its own rule).
+Q_INTERVAL_OVER_SEEDS = "probe seeds"
+Q_INTERVAL_OVER_TEST_CLIPS = "test clips"  # the deterministic probes: a bootstrap over test clips
 GRID_PARAM_PREFIX = "grid."
 REPORT_DIR = "laws"  # the study run's artifact folder: report.md and its figures side by side
 
@@ -85,9 +88,11 @@ class TrialResult:
     rankme_by_step: dict[int, float]  # over training: early prediction
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
-    # 95% interval of Q over probe seeds (pipeline.evaluate.scores.quality_q_interval); NaN with one seed.
+    # 95% interval of Q (sweeps.study.trial.q_interval): over probe seeds, or over test clips for the
+    # deterministic probes (`q_interval_over` says which); NaN where neither exists.
     q_ci_low: float = math.nan
     q_ci_high: float = math.nan
+    q_interval_over: str = ""
     configuration: str | None = None  # bootstrap unit; defaults to the trial name
     rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
     # What makes `rankme` comparable (pipeline.pool_rankme.PoolRankMe): N, the pool, N < 8 K.
@@ -110,6 +115,7 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         # The grid coordinate first in the UI's sorted params: `grid.mask_ratio` 0.7, `grid.size` w32d2.
         **{f"{GRID_PARAM_PREFIX}{name}": value for name, value in result.coordinates.items()},
         **({"probe_seeds": result.probe_seeds} if result.probe_seeds > 0 else {}),
+        **({"q_interval_over": result.q_interval_over} if result.q_interval_over else {}),
     })  # fmt: skip
     if not result.rankme_history_logged:
         for step, value in sorted(result.rankme_by_step.items()):

@@ -12,6 +12,7 @@ from that one description, which pretraining reuses instead of building its own.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from pipeline.defaults import ensure_shards, shards_dir_for
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
-from pipeline.evaluate.scores import quality_q_interval
+from pipeline.evaluate.scores import quality_q_interval, quality_q_test_interval
 from pipeline.paths import audioscale_home
 from pipeline.pretrain.driver import PretrainConfig, PretrainResult, run_pretraining
 from pipeline.shards.format import read_manifest
@@ -30,7 +31,13 @@ from sweeps.study.context import StudyContext, child_run_name
 from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec
 from sweeps.study.recipe import evaluation_steps_for, trial_overrides
-from sweeps.study.tracking import STUDY_EXPERIMENT, CheckpointPoint, TrialResult
+from sweeps.study.tracking import (
+    Q_INTERVAL_OVER_SEEDS,
+    Q_INTERVAL_OVER_TEST_CLIPS,
+    STUDY_EXPERIMENT,
+    CheckpointPoint,
+    TrialResult,
+)
 
 
 def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
@@ -94,7 +101,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
     evaluations = evaluate_trial_checkpoints(pretrained, context, wanted=config.checkpoint_steps)
     evaluation = evaluations[-1]  # the last checkpoint: the trial's Q and R
     samples_seen = config.global_batch_size * pretrained.steps
-    q_ci_low, q_ci_high = quality_q_interval(evaluation.task_scores)
+    (q_ci_low, q_ci_high), q_interval_over = q_interval(evaluation.task_scores)
     return TrialResult(
         trial=spec.name,
         model_name=spec.model_name,
@@ -112,12 +119,14 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         task_scores=_means(evaluation.task_scores),
         q_ci_low=q_ci_low,
         q_ci_high=q_ci_high,
+        q_interval_over=q_interval_over,
         rankme_history_logged=True,
         task_rankme=evaluation.task_rankme,
         probe_seeds=context.eval_seeds,
         coordinates=spec.coordinates,
         checkpoint_points={
-            point.step: CheckpointPoint(rankme=point.rankme, q=point.q, task_scores=_means(point.task_scores))
+            point.step: CheckpointPoint(rankme=point.rankme, q=point.q, task_scores=_means(point.task_scores),
+                                        q_ci=q_interval(point.task_scores)[0])
             for point in evaluations
         },
     )
@@ -145,3 +154,15 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
         )
         for path in [*paths, pretrained.checkpoint_dir]
     ]
+
+
+def q_interval(task_scores: dict[str, dict]) -> tuple[tuple[float, float], str]:
+    """Q's 95% interval and what it resamples: over probe seeds (the MLP), else over test clips (the
+    linear and kNN probes, whose seeds repeat one score), else NaN and ""."""
+    over_seeds = quality_q_interval(task_scores)
+    if all(map(math.isfinite, over_seeds)):
+        return over_seeds, Q_INTERVAL_OVER_SEEDS
+    over_clips = quality_q_test_interval(task_scores)
+    if all(map(math.isfinite, over_clips)):
+        return over_clips, Q_INTERVAL_OVER_TEST_CLIPS
+    return (math.nan, math.nan), ""

@@ -26,14 +26,15 @@ STEPS = (0, 7, 14, 29, 43, 100)
 def _trial(name: str, rankmes: list[float]) -> TrialResult:
     law = SaturatingLaw()
     points = {
-        step: CheckpointPoint(rankme=r, q=float(law.predict(TRUE_Q_OF_R, r)), task_scores={"tones": 0.5 + step / 1000})
+        step: CheckpointPoint(rankme=r, q=(q := float(law.predict(TRUE_Q_OF_R, r))), task_scores={"tones": 0.5 + step / 1000},
+                              q_ci=(q - 0.02, q + 0.02))
         for step, r in zip(STEPS, rankmes)
     }
     last = points[STEPS[-1]]
     return TrialResult(
         trial=name, model_name="mae-debug", arch="mae", n_params=1000, hours=3.0, flops=1e12, mask_ratio=0.75,
         rankme=last.rankme, rankme_by_step=dict(zip(STEPS, rankmes)), q=last.q, task_scores=last.task_scores,
-        q_ci_low=last.q - 0.01, q_ci_high=last.q + 0.01, checkpoint_points=points,
+        q_ci_low=last.q - 0.01, q_ci_high=last.q + 0.01, q_interval_over="test clips", checkpoint_points=points,
     )  # fmt: skip
 
 
@@ -60,9 +61,14 @@ def test_every_checkpoint_is_logged_at_its_step_and_read_back(tracking_uri):
     assert points[14]["rankme"] == pytest.approx(24.0)
     assert points[14]["q"] == pytest.approx(trial.checkpoint_points[14].q)
     assert points[43]["score/tones"] == pytest.approx(0.543)
+    # Every checkpoint keeps its own Q interval (the kNN probe's test-clip bootstrap), and says what it resamples.
+    assert points[14]["q_ci_high"] - points[14]["q_ci_low"] == pytest.approx(0.04)
+    assert row["q_interval_over"] == "test clips"
+    rows = checkpoint_rows(table)
+    assert (rows["q_ci_high"] - rows["q_ci_low"]).round(6).tolist() == [0.04] * 5 + [0.02]
 
 
-def test_checkpoint_rows_keep_the_trial_as_bootstrap_unit_and_its_interval_on_the_last():
+def test_checkpoint_rows_keep_the_trial_as_bootstrap_unit_and_no_interval_where_none_was_logged():
     trials = pd.DataFrame([{
         "trial": "a", "q": 0.6, "rankme": 20.0, "q_ci_low": 0.55, "q_ci_high": 0.65, "configuration": None,
         "checkpoint_points": {0: {"rankme": 27.0, "q": 0.5}, 100: {"rankme": 20.0, "q": 0.6}},

@@ -68,6 +68,20 @@ def test_informative_interval_rule(low, high, seeds, probe, expected):
     assert (verdict.bounds is None) == expected.startswith("n/a")
 
 
+@pytest.mark.parametrize(
+    "low,high,expected",
+    [
+        (0.541, 0.573, "0.541-0.573"),  # a kNN Q over 1 seed: the test-clip bootstrap is what informs
+        (math.nan, math.nan, "n/a (not recorded)"),
+        (-0.02, 0.3, "n/a (wider than Q's range [0, 1])"),
+    ],
+)
+def test_a_test_clip_interval_of_a_deterministic_probe_is_judged_on_its_own(low, high, expected):
+    verdict = informative_interval(low, high, 1, "knn", over="test clips")
+    assert verdict.cell() == expected
+    assert (verdict.bounds is None) == expected.startswith("n/a")
+
+
 def test_report_prints_no_uninformative_interval():
     table = _mask_ratio_checkpoints()
     markdown = study_markdown("masks", table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), [], info=INFO)

@@ -57,6 +57,18 @@ def test_every_wanted_checkpoint_is_evaluated_on_the_pool(trial_outcome):
         assert result.checkpoint_points[step].rankme == pytest.approx(value, rel=1e-4)
 
 
+def test_every_checkpoint_has_a_test_clip_interval_of_q(trial_outcome):
+    result, _ = trial_outcome
+    # The kNN probe's seeds repeat one score; the bootstrap over test clips gives each point its interval.
+    assert result.q_interval_over == "test clips" and result.q_ci_low <= result.q <= result.q_ci_high
+    for step, point in result.checkpoint_points.items():
+        low, high = point.q_ci
+        assert low <= point.q <= high and high - low < 0.6, (step, point)
+        if 0.0 < point.q < 1.0:  # a perfect (or null) score on a tiny task has nothing to resample
+            assert high - low > 0.0, (step, point)
+    # (The tiny tasks score 1.0 here; widths on imperfect scores: tests/pipeline/test_probe_test_bootstrap.py.)
+
+
 def test_checkpoints_give_distinct_points(trial_outcome):
     result, _ = trial_outcome
     points = {(round(p.rankme, 4), round(p.q, 4)) for p in result.checkpoint_points.values()}
