@@ -11,17 +11,19 @@ import pandas as pd
 
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
-from sweeps.report.intervals import q_intervals
+from sweeps.report.intervals import IntervalVerdict, q_intervals
 from sweeps.report.naive_baseline import (
     NAIVE_BASELINE,
     NAIVE_BASELINE_SOURCE,
     naive_mean,
+    same_probe_baseline,
 )
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 MLFLOW_UI_PORT = 5000
+Z_95 = 1.959964  # two-sided 95% normal quantile
 
 
 def fit_line(study: StudyFits) -> str:
@@ -37,28 +39,46 @@ def fit_line(study: StudyFits) -> str:
     return f"Q(R) fit: {params}; R² {r2} over {fit.n_points} points"
 
 
-def _initialisation_line(trials: pd.DataFrame, best: pd.Series) -> str | None:
+def noise_note(difference: float, intervals: list[IntervalVerdict]) -> str:
+    """Whether a difference of two Q values stands out of their intervals' noise: unpaired, so
+    conservative (two checkpoints scored on the same test clips share part of their luck;
+    benchmarks/q_noise_floor.py pairs them). "" when either interval is not informative."""
+    if any(v.bounds is None for v in intervals):
+        return ""
+    standard_error = np.sqrt(sum(((v.bounds[1] - v.bounds[0]) / (2 * Z_95)) ** 2 for v in intervals))
+    word = "beyond" if abs(difference) > Z_95 * standard_error else "within"
+    return f"; {word} the noise of the intervals (unpaired: +-{Z_95 * standard_error:.4f})"
+
+
+def _initialisation_line(trials: pd.DataFrame, best_index: int, intervals: list[IntervalVerdict]) -> str | None:
     """The best point's Q against its own trial's step-0 checkpoint, when rows are checkpoints."""
     if "step" not in trials.columns or "trial" not in trials.columns:
         return None
-    initial = trials[(trials["trial"] == best["trial"]) & (pd.to_numeric(trials["step"], errors="coerce") == 0)]
-    if initial.empty:
+    best = trials.iloc[best_index]
+    steps = pd.to_numeric(trials["step"], errors="coerce").to_numpy()
+    initial = np.flatnonzero((trials["trial"].to_numpy() == best["trial"]) & (steps == 0))
+    if initial.size == 0:
         return None
-    q0 = float(initial["q"].iloc[0])
+    q0 = float(trials["q"].iloc[initial[0]])
     word = "above" if best["q"] > q0 else "not above"
-    return f"vs initialisation: Q {best['q']:.4f} is {word} its step-0 Q {q0:.4f} ({best['q'] - q0:+.4f})"
+    noise = noise_note(best["q"] - q0, [intervals[best_index], intervals[initial[0]]])
+    return (f"vs initialisation: Q {best['q']:.4f} is {word} its step-0 Q {q0:.4f} "
+            f"(95% {intervals[initial[0]].cell()}): {best['q'] - q0:+.4f}{noise}")
 
 
-def baseline_lines(best: pd.Series, trials: pd.DataFrame) -> list[str]:
-    """The best point's Q and per-task scores against the naive baseline's."""
+def baseline_lines(best: pd.Series, trials: pd.DataFrame, probe: str = "") -> list[str]:
+    """The best point's Q and per-task scores against the naive baseline's: its logistic-regression
+    table, and the same features under the study's own probe where measured (Q compares within one probe)."""
     tasks = [c.removeprefix("score/") for c in task_score_columns(trials) if c.removeprefix("score/") in NAIVE_BASELINE]
-    mean = naive_mean(tasks or None)
-    word = "above" if best["q"] > mean else "not above"
-    lines = [f"vs naive baseline ({NAIVE_BASELINE_SOURCE}): Q {best['q']:.4f} is {word} its mean {mean:.3f} "
-             f"({best['q'] - mean:+.4f})"]  # fmt: skip
-    if tasks:
-        above = [t for t in tasks if float(best[f"score/{t}"]) > NAIVE_BASELINE[t]]
-        lines.append(f"  above naive on {len(above)} of {len(tasks)} tasks" + (f": {', '.join(above)}" if above else ""))
+    lines = []
+    for table, source in [(NAIVE_BASELINE, NAIVE_BASELINE_SOURCE), *same_probe_baseline(probe)]:
+        mean = naive_mean(tasks or None, table)
+        word = "above" if best["q"] > mean else "not above"
+        lines.append(f"vs naive baseline ({source}): Q {best['q']:.4f} is {word} its mean {mean:.3f} "
+                     f"({best['q'] - mean:+.4f})")  # fmt: skip
+        if tasks:
+            above = [t for t in tasks if float(best[f"score/{t}"]) > table[t]]
+            lines.append(f"  above it on {len(above)} of {len(tasks)} tasks" + (f": {', '.join(above)}" if above else ""))
     return lines
 
 
@@ -73,11 +93,12 @@ def summary_lines(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None 
     lines.append(fit_line(study))
     trials = checkpoint_rows(trials)  # the best point may be a checkpoint before a trial's last
     i = int(np.nanargmax(trials["q"].to_numpy(float)))
-    best, interval = trials.iloc[i], q_intervals(trials, info)[i]
+    intervals = q_intervals(trials, info)
+    best, interval = trials.iloc[i], intervals[i]
     rankme = f", {rankme_axis_label(trials)} {best['rankme']:.2f}" if "rankme" in trials.columns else ""
     lines.append(f"best: {point_names(trials)[i]}: Q {best['q']:.4f} (95% {interval.cell()}){rankme}")
-    initial = _initialisation_line(trials, best)
-    lines += ([initial] if initial else []) + baseline_lines(best, trials)
+    initial = _initialisation_line(trials, i, intervals)
+    lines += ([initial] if initial else []) + baseline_lines(best, trials, info.probe)
     return lines
 
 

@@ -17,7 +17,7 @@ from sweeps.report.figures import study_figures
 from sweeps.report.fits import fit_study_laws
 from sweeps.report.intervals import informative_interval
 from sweeps.report.markdown import figures_markdown, study_markdown
-from sweeps.report.naive_baseline import NAIVE_BASELINE, naive_mean
+from sweeps.report.naive_baseline import NAIVE_BASELINE, NAIVE_BASELINE_BY_PROBE, naive_mean
 from sweeps.report.study_info import StudyInfo
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
 from tests.sweeps.synthetic_trials import TRUE_Q_OF_R
@@ -174,9 +174,28 @@ def test_summary_lines_state_fit_verdict_best_initialisation_and_baseline():
     assert re.search(r"Q\(R\) fit: q_inf [\d.]+ \(95% [\d.]+-[\d.]+\), x_c .*; R² [\d.]+ over 20 points", text)
     assert "A trend of Q is detectable for Q(R)" in lines[0] or "No detectable trend" in lines[0]
     assert re.search(r"best: mask0\.90 @100: Q [\d.]+ \(95% n/a \(2 seeds\)\), RankMe R \(pool, N=600\) [\d.]+", text)
-    assert re.search(r"vs initialisation: Q [\d.]+ is above its step-0 Q [\d.]+ \(\+", text)
+    assert re.search(r"vs initialisation: Q [\d.]+ is above its step-0 Q [\d.]+ \(95% n/a \(2 seeds\)\): \+", text)
+    assert "noise of the intervals" not in text  # no informative interval: no verdict on the noise either
     assert "vs naive baseline (log-mel mean/std + logistic regression" in text and "its mean 0.635" in text
-    assert "above naive on 3 of 7 tasks: language_synthetic, pitch, drum_type" in text
+    assert "above it on 3 of 7 tasks: language_synthetic, pitch, drum_type" in text
+    assert "same features under" not in text  # the MLP probes have no same-probe naive table
+
+
+def test_summary_judges_the_gain_over_initialisation_against_the_test_clip_noise():
+    # kNN rows (1 seed) with test-clip intervals: +0.006 against a noise of +-0.026 is within it.
+    table = _mask_ratio_checkpoints().assign(q_interval_over="test clips")
+    table["q"] += 0.3  # every interval inside [0, 1]
+    table["q_ci_low"], table["q_ci_high"] = table["q"] - 0.019, table["q"] + 0.019
+    knn = StudyInfo(name="masks", grid="mask_ratio", probe="knn", probe_seeds=1)
+    best = table["q"].idxmax()
+    initial = table.index[(table["trial"] == table.loc[best, "trial"]) & (table["step"] == 0)][0]
+    table.loc[initial, "q"] = table.loc[best, "q"] - 0.006
+    text = "\n".join(summary_lines(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), knn))
+    assert re.search(r"\(95% [\d.]+-[\d.]+\): \+0\.0060; within the noise of the intervals \(unpaired: \+-0\.026\d\)", text)
+    assert "under the study's knn probe" in text and f"its mean {naive_mean(table=NAIVE_BASELINE_BY_PROBE['knn']):.3f}" in text
+    table.loc[initial, "q"] = table.loc[best, "q"] - 0.06
+    text = "\n".join(summary_lines(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), knn))
+    assert "+0.0600; beyond the noise of the intervals" in text
 
 
 def test_mlflow_command_works_as_printed(tmp_path):
