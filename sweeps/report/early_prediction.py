@@ -17,7 +17,18 @@ PAPER_TABLE_III_FINAL_STEP = 700_000
 PAPER_TABLE_III = {50_000: 0.636, 100_000: 0.790, 200_000: 0.855, 300_000: 0.862}
 # Fractions of the horizon are pooled after rounding: 50/700 and 100/1400 are one row.
 FRACTION_DECIMALS = 4
-EARLY_COLUMNS = ["fraction", "steps", "pearson_r", "n_trials", "note", "paper_pcc"]
+EARLY_COLUMNS = ["fraction", "steps", "pearson_r", "r_ci_low", "r_ci_high", "n_trials", "note", "paper_pcc"]
+Z_95 = 1.959964
+
+
+def fisher_interval(r: float, n: int) -> tuple[float, float]:
+    """95% interval of a Pearson r over n pairs: tanh(atanh(r) +- 1.96 / sqrt(n - 3)) (Fisher's z,
+    for roughly bivariate-normal pairs); NaN with n <= 3 or an undefined r. With 5 trials it spans
+    most of (-1, 1): Table III's PCCs need the paper's 45 models to mean something."""
+    if n <= 3 or not np.isfinite(r):
+        return float("nan"), float("nan")
+    z, half = np.arctanh(np.clip(r, -0.999999, 0.999999)), Z_95 / np.sqrt(n - 3)
+    return float(np.tanh(z - half)), float(np.tanh(z + half))
 
 
 def _history(entry: Any) -> dict[int, float]:
@@ -85,9 +96,10 @@ def pearson_early_prediction(rankme_by_step: Any, final_q: Any, horizons: Any | 
         steps, rankmes, qs = (np.array(column) for column in zip(*pairs))
         constant = [name for name, values in (("RankMe", rankmes), ("final Q", qs)) if np.ptp(values) == 0]
         r = float("nan") if constant else float(pearsonr(rankmes, qs).statistic)
+        low, high = fisher_interval(r, len(pairs))
         rows.append({
             "fraction": fraction, "steps": ", ".join(str(s) for s in sorted(set(steps.tolist()))),
-            "pearson_r": r, "n_trials": len(pairs),
+            "pearson_r": r, "r_ci_low": low, "r_ci_high": high, "n_trials": len(pairs),
             "note": f"undefined: {' and '.join(constant)} identical in every trial" if constant else "",
             "paper_pcc": _paper_pcc(fraction),
         })  # fmt: skip
@@ -127,6 +139,13 @@ def simulate_rankme_early_stop(
     return pd.DataFrame(rows, columns=["step", "trials_kept", "steps_saved_fraction", "best_kept"])
 
 
+def _interval_cell(row) -> str:
+    if not np.isfinite(row.r_ci_low):
+        return f"n/a ({row.n_trials} trials)" if np.isfinite(row.pearson_r) else "n/a"
+    cell = f"{row.r_ci_low:.2f} to {row.r_ci_high:.2f}"
+    return cell + (" (includes 0)" if row.r_ci_low <= 0.0 <= row.r_ci_high else "")
+
+
 def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
     """The Table III section: ours by fraction of the horizon, the paper's beside it."""
     horizons = trials["train_steps"] if "train_steps" in trials.columns else None
@@ -146,12 +165,13 @@ def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
         (f"Pearson r between {rankme_axis_label(trials)} part-way through training (the R of Q(R), on the same "
          "pool) and the final Q, trials pooled at equal fractions "
          f"of their horizon; the final step is never correlated with itself. {horizon_note}"), "",
-        "| fraction of horizon | steps | Pearson r | trials | paper PCC at this fraction |", "|---|---|---|---|---|",
+        "| fraction of horizon | steps | Pearson r | 95% interval (Fisher z) | trials | paper PCC at this fraction |",
+        "|---|---|---|---|---|---|",
     ]  # fmt: skip
     for row in correlations.itertuples():
         r = f"{row.pearson_r:.3f}" if np.isfinite(row.pearson_r) else row.note
         paper = f"{row.paper_pcc:.3f}" if np.isfinite(row.paper_pcc) else "none at this fraction"
-        lines.append(f"| {row.fraction:.4f} | {row.steps} | {r} | {row.n_trials} | {paper} |")
+        lines.append(f"| {row.fraction:.4f} | {row.steps} | {r} | {_interval_cell(row)} | {row.n_trials} | {paper} |")
     lines += ["", "The paper's Table III (45 models, HEAR at 700k steps):", "",
               "| RankMe step | fraction of 700k | PCC |", "|---|---|---|"]  # fmt: skip
     lines += [

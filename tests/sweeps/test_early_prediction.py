@@ -54,3 +54,18 @@ def test_a_planned_horizon_keeps_the_last_logged_step_when_it_is_not_the_final_o
     table = pearson_early_prediction(histories, FINAL_Q, horizons=[700.0] * 5 + [float("nan")])
     # Five trials planned 700 steps keep step 600; the sixth (no plan) falls back to 600 as horizon.
     assert list(table["n_trials"]) == [5, 5]
+
+
+def test_each_correlation_carries_its_fisher_interval():
+    from sweeps.report.early_prediction import fisher_interval
+
+    # The paper's 45 models at 300k: r 0.862 -> about 0.76-0.92; the default study's 5 trials at
+    # r 0.83 span -0.20..0.99 (includes 0: no evidence either way); 3 pairs have no interval.
+    assert fisher_interval(0.862, 45) == pytest.approx((0.761, 0.922), abs=0.002)
+    low, high = fisher_interval(0.83, 5)
+    assert low == pytest.approx(-0.20, abs=0.01) and high == pytest.approx(0.989, abs=0.002)
+    assert all(np.isnan(fisher_interval(0.9, 3)))
+    histories = [{50: 10.0 + i + (i % 2), 100: 20.0 + i} for i in range(6)]
+    table = pearson_early_prediction(histories, FINAL_Q, horizons=[700] * 6)
+    row = table.iloc[0]
+    assert row["r_ci_low"] < row["pearson_r"] < row["r_ci_high"] <= 1.0
