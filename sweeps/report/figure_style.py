@@ -20,6 +20,7 @@ from sweeps.report.intervals import q_intervals
 from sweeps.report.study_info import StudyInfo
 
 ANNOTATION_FONT_SIZE = 6
+LABEL_GAP = 0.045  # of Q's range: two 6-point labels on a ~4-inch axis do not touch
 
 
 def readable_log_ticks(ax, values: pd.Series, *, axis: str = "x") -> None:
@@ -46,16 +47,27 @@ def trial_names(trials: pd.DataFrame) -> pd.Series:
 
 
 def label_points(ax, trials: pd.DataFrame, column: str) -> None:
-    """Name each trial beside its point (its last checkpoint, when rows are checkpoints)."""
+    """Name each trial beside its point (its last checkpoint, when rows are checkpoints). Labels
+    whose points crowd together are stacked upwards, at least LABEL_GAP of Q's range apart, each
+    with a thin line to its point, so they never print over each other."""
     names = trial_names(trials)
     ordered = trials.assign(_name=names)
     if "step" in trials.columns:
         ordered = ordered.sort_values("step")
-    for name, rows in ordered.groupby("_name", sort=False):
-        last = rows.iloc[-1]
+    anchors = sorted(
+        ((name, float(rows.iloc[-1][column]), float(rows.iloc[-1]["q"])) for name, rows in ordered.groupby("_name", sort=False)),
+        key=lambda anchor: anchor[2],
+    )
+    q = pd.to_numeric(trials["q"], errors="coerce")
+    gap = LABEL_GAP * max(float(q.max() - q.min()), 1e-6) if q.notna().any() else 0.0
+    previous = -np.inf
+    for name, x, y in anchors:
+        placed = max(y, previous + gap)
+        previous = placed
         ax.annotate(
-            name, (last[column], last["q"]), xytext=(3, 3), textcoords="offset points",
+            name, (x, y), xytext=(6, placed), textcoords=("offset points", "data"), va="center",
             fontsize=ANNOTATION_FONT_SIZE, color="dimgray",
+            arrowprops=dict(arrowstyle="-", color="lightgray", linewidth=0.6) if placed > y else None,
         )  # fmt: skip
 
 

@@ -202,3 +202,20 @@ def test_mlflow_command_works_as_printed(tmp_path):
     lines = mlflow_ui_lines("sqlite:////data/mlflow.db", "3", tmp_path / "venv" / "bin")
     assert lines[0].endswith(f"{tmp_path}/venv/bin/mlflow ui --backend-store-uri sqlite:////data/mlflow.db --port 5000")
     assert lines[1].strip() == "then browse http://127.0.0.1:5000/#/experiments/3"
+
+
+def test_labels_of_crowded_final_checkpoints_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from sweeps.report.figure_style import LABEL_GAP, label_points
+
+    # The default study's five final checkpoints sit within 0.02 of Q of each other.
+    finals = [(10.5, 0.410), (10.8, 0.415), (11.0, 0.420), (11.2, 0.428), (12.1, 0.425)]
+    rows = [{"trial": f"mask0.{5 + i}0", "step": step, "rankme": r if step else 26.5, "q": q if step else 0.557}
+            for i, (r, q) in enumerate(finals) for step in (0, 300)]  # fmt: skip
+    figure, ax = plt.subplots()
+    label_points(ax, pd.DataFrame(rows), "rankme")
+    heights = sorted(text.xyann[1] for text in ax.texts)
+    assert len(heights) == 5
+    assert min(np.diff(heights)) >= LABEL_GAP * (0.557 - 0.410) - 1e-12
+    plt.close(figure)
