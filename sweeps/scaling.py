@@ -6,6 +6,8 @@
     python -m sweeps.scaling --grid mask_ratio --resume     (continue an interrupted study)
     python -m sweeps.scaling --grid mask_ratio --rankme-early-stop   (stop low-RankMe trials early)
     python -m sweeps.scaling --grid size --profile paper --plan      (print each trial's configuration)
+    python -m sweeps.scaling --grid size --profile paper --plan --gpu h100 --mfu 0.4 --gpus 64
+                                                 (and what it costs: GPU-hours, wall time, storage)
 
 Each trial pretrains and evaluates one grid point; the study is one MLflow parent run with a
 child run per trial, and ends with the fitted laws, figures and a report logged to the parent.
@@ -25,6 +27,13 @@ from pipeline.corpus.sources.debian import MissingPackagesError
 from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.study.closing import closing_lines
 from sweeps.study.config import StudyConfig
+from sweeps.study.cost import (
+    DEFAULT_GPU,
+    DEFAULT_GPUS,
+    DEFAULT_MFU,
+    GPU_PEAK_BF16_TFLOPS,
+    CostAssumptions,
+)
 from sweeps.study.driver import run_study
 from sweeps.study.early_stop_rule import (
     DEFAULT_KEEP_FRACTION,
@@ -114,9 +123,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--min-samples", type=int, default=d["early_stop_min_samples"])
     parser.add_argument(
-        "--plan", action="store_true", help="print each trial's resolved configuration and exit (runs nothing)"
+        "--plan", action="store_true",
+        help="print each trial's resolved configuration and cost, and the study's total, and exit (runs nothing)",
     )
+    _add_cost_flags(parser)
     return parser
+
+
+def _add_cost_flags(parser: argparse.ArgumentParser) -> None:
+    """The hardware --plan prices the study on (sweeps.study.cost); None: not given."""
+    parser.add_argument(
+        "--gpu", default=None,
+        help=f"with --plan: the GPU, one of {', '.join(GPU_PEAK_BF16_TFLOPS)} "
+        f"(its dense bf16 peak; default: {DEFAULT_GPU})",
+    )
+    parser.add_argument(
+        "--mfu", type=float, default=None,
+        help=f"with --plan: model FLOPs utilisation in (0, 1] (default: {DEFAULT_MFU})",
+    )
+    parser.add_argument(
+        "--gpus", type=int, default=None, help=f"with --plan: GPUs the trials share (default: {DEFAULT_GPUS})"
+    )
+
+
+def cost_assumptions_from_args(args: argparse.Namespace) -> CostAssumptions:
+    given = {"gpu": args.gpu, "mfu": args.mfu, "gpus": args.gpus}
+    if not args.plan and any(value is not None for value in given.values()):
+        raise ValueError("--gpu, --mfu and --gpus price a plan; add --plan (they change nothing in a run)")
+    return CostAssumptions(**{name: value for name, value in given.items() if value is not None})
 
 
 def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
@@ -146,14 +180,16 @@ def study_config_from_args(args: argparse.Namespace) -> StudyConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.plan:  # the resolved recipe of every trial (sweeps.study.plan); no Ray, no MLflow
+    if args.plan:  # the resolved recipe and cost of every trial (sweeps.study.plan); no Ray, no MLflow
         try:
-            print(plan_text(args.grid, args.profile))
+            assumptions = cost_assumptions_from_args(args)
+            print(plan_text(args.grid, args.profile, eval_checkpoints=args.eval_checkpoints, assumptions=assumptions))
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
     try:
+        cost_assumptions_from_args(args)  # refuses the cost flags without --plan
         outcome = run_study(study_config_from_args(args))
     except (ValueError, MissingPackagesError, OutputDirectoryError) as error:
         print(f"error: {error}", file=sys.stderr)

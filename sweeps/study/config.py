@@ -11,6 +11,7 @@ from sweeps.study.early_stop_rule import (
     DEFAULT_MIN_SAMPLES,
     validate_rule,
 )
+from sweeps.study.recipe import default_eval_checkpoints
 
 # The trial runner Ray workers import by name: pretrain, then evaluate.
 REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
@@ -73,7 +74,7 @@ class StudyConfig:
 
     @property
     def resolved_eval_checkpoints(self) -> str:
-        return self.eval_checkpoints or ("all" if self.profile == "cpu_default" else "final")
+        return self.eval_checkpoints or default_eval_checkpoints(self.profile)
 
     @property
     def resolved_study_name(self) -> str:

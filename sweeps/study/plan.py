@@ -1,7 +1,9 @@
-"""`python -m sweeps.scaling --grid NAME --plan`: every trial's resolved configuration, nothing run.
+"""`python -m sweeps.scaling --grid NAME --plan`: every trial's resolved configuration and cost, nothing run.
 
 A trial's pretraining fields come from `sweeps.study.recipe.trial_overrides`, the same call the real
-trial makes (`sweeps.study.trial.trial_pretrain_config`), so the plan shows what would run. No Ray.
+trial makes (`sweeps.study.trial.trial_pretrain_config`), so the plan shows what would run. Each
+trial, and the study in total, is priced by `sweeps.study.cost` on the GPU, MFU and GPU count the
+command gives (--gpu, --mfu, --gpus). No Ray.
 """
 
 from __future__ import annotations
@@ -10,10 +12,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.pretrain.config import PretrainConfig
+from sweeps.study.cost import (
+    CHECKPOINT_BYTES_PER_PARAMETER,
+    CostAssumptions,
+    StudyCost,
+    TrialCost,
+    cost_study,
+    cost_trial,
+    shard_bytes_per_hour,
+    trial_hours,
+)
+from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec, expand_grids
-from sweeps.study.recipe import RANKME_POOL_N, trial_overrides
+from sweeps.study.recipe import (
+    RANKME_POOL_N,
+    default_eval_checkpoints,
+    evaluation_steps_for,
+    trial_overrides,
+)
 
 DEFAULT_CONTEXT_BATCH = 32  # StudyContext's global batch, which the CPU profile keeps
+DEFAULT_ASSUMPTIONS = CostAssumptions()  # one H100 node at 40% MFU (sweeps.study.cost's defaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,24 +41,41 @@ class PlannedTrial:
     config: PretrainConfig  # the trial's pretraining config (paths and run names left unset)
     total_parameters: int
     training_flops: float  # 6 N per token x crops per step x steps (models' training_flops_per_sample)
+    cost: TrialCost
 
 
-def plan_trial(spec: TrialSpec, profile: str, *, context_batch: int = DEFAULT_CONTEXT_BATCH) -> PlannedTrial:
+def plan_trial(
+    spec: TrialSpec,
+    profile: str,
+    *,
+    context_batch: int = DEFAULT_CONTEXT_BATCH,
+    eval_checkpoints: str | None = None,
+    assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
+) -> PlannedTrial:
+    """The trial's config as `trial_pretrain_config` builds it (checkpoints included), and its cost."""
     recipe = trial_overrides(profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context_batch)
     config = PretrainConfig(
         model_name=spec.model_name,
         model_overrides=spec.model_overrides,
         mask_ratio=spec.mask_ratio,
         steps=spec.train_steps,
+        checkpoint_every_steps=checkpoint_every_steps_for(spec.train_steps),
+        checkpoint_steps=evaluation_steps_for(spec.train_steps, eval_checkpoints or default_eval_checkpoints(profile)),
         **recipe,
     )
     model = config.describe_model()
     config = PretrainConfig(**{**config.to_dict(), "mask_ratio": model.spec.mask_ratio})
+    training_flops = model.training_flops_per_sample * config.global_batch_size * config.steps
+    cost = cost_trial(
+        config,
+        training_flops=training_flops,
+        parameters=model.total_parameters,
+        frontend_preset=model.spec.frontend_preset,
+        hours=trial_hours(spec.max_hours, profile),
+        assumptions=assumptions,
+    )
     return PlannedTrial(
-        spec=spec,
-        config=config,
-        total_parameters=model.total_parameters,
-        training_flops=model.training_flops_per_sample * config.global_batch_size * config.steps,
+        spec=spec, config=config, total_parameters=model.total_parameters, training_flops=training_flops, cost=cost
     )
 
 
@@ -68,14 +104,67 @@ def describe(trial: PlannedTrial) -> dict[str, Any]:
         "validation": f"every {config.validation_every_steps:,} steps, patience {config.validation_patience}, "
         f"tolerance {config.validation_tolerance:g} ({stop})",
         "FLOPs": f"{trial.training_flops:.3g}",
+        **describe_cost(trial),
     }
 
 
-def plan_text(grid: str, profile: str) -> str:
-    """The whole plan: a header, then each trial with its labelled values."""
-    trials = [plan_trial(spec, profile) for spec in expand_grids(grid, profile=profile)]
+def bytes_text(n_bytes: float) -> str:
+    """Decimal units; MB below a gigabyte, so the CPU profile's small figures do not print as 0.00 GB."""
+    if n_bytes < 1e9:
+        return f"{n_bytes / 1e6:,.2f} MB"
+    return f"{n_bytes / 1e9:,.2f} GB" if n_bytes < 1e12 else f"{n_bytes / 1e12:,.2f} TB"
+
+
+def hours_text(hours: float) -> str:
+    return f"{hours:,.1f}" if hours >= 1 else f"{hours:.2g}"
+
+
+def describe_cost(trial: PlannedTrial) -> dict[str, str]:
+    """The trial's GPU time and storage, with the arithmetic behind each figure."""
+    cost, config = trial.cost, trial.config
+    (preset, hours) = cost.shard_set
+    per_parameter = CHECKPOINT_BYTES_PER_PARAMETER[config.optimizer]
+    return {
+        "GPU-hours": f"{hours_text(cost.gpu_hours)} "
+        f"({cost.gpus_per_trial} GPU, {hours_text(cost.wall_hours)} h of wall time)",
+        "checkpoints": f"{cost.checkpoints_kept} kept x {bytes_text(cost.checkpoint_bytes)} "
+        f"({trial.total_parameters:,} params x {per_parameter} B, {config.optimizer}) = "
+        f"{bytes_text(cost.kept_checkpoint_bytes)}",
+        "shards": f"{hours:,g} h{' (whole set, assumed)' if trial.spec.max_hours is None else ''} "
+        f"x {shard_bytes_per_hour(preset) / 1e6:.1f} MB/h ({preset}) = {bytes_text(cost.shard_bytes)}",
+    }
+
+
+def total_lines(study: StudyCost, assumptions: CostAssumptions, n_trials: int) -> list[str]:
+    return [
+        f"Total, {n_trials} trial(s) on {assumptions.gpus} {assumptions.gpu} GPU(s) at {assumptions.mfu * 100:g}% MFU:",
+        f"    FLOPs: {study.training_flops:.3g} (pretraining only, each trial's full horizon)",
+        f"    GPU-hours: {hours_text(study.gpu_hours)}",
+        (
+            f"    wall time: {hours_text(study.wall_hours)} h "
+            f"({study.gpus_per_trial} GPU per trial, trials side by side, "
+            f"longest first onto the least loaded GPU; {min(assumptions.gpus, n_trials * study.gpus_per_trial)} "
+            f"of {assumptions.gpus} GPU(s) ever busy)"
+        ),
+        (
+            f"    checkpoints: {bytes_text(study.checkpoint_bytes)} (every trial's kept checkpoints; "
+            f"{bytes_text(study.plain_adamw_checkpoint_bytes)} where plain AdamW runs, 12 B/param)"
+        ),
+        f"    shards: {bytes_text(study.shard_bytes)} ({study.shard_sets} shard set(s), one per preset and hours)",
+    ]
+
+
+def plan_text(
+    grid: str, profile: str, *, eval_checkpoints: str | None = None, assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS
+) -> str:
+    """The whole plan: a header, then each trial with its labelled values, then the study's totals."""
+    trials = [
+        plan_trial(spec, profile, eval_checkpoints=eval_checkpoints, assumptions=assumptions)
+        for spec in expand_grids(grid, profile=profile)
+    ]
     lines = [f"Plan: grid {grid}, profile {profile}: {len(trials)} trial(s), nothing is run."]
     for trial in trials:
         lines.append(f"- {trial.spec.name}")
         lines += [f"    {label}: {value}" for label, value in describe(trial).items()]
+    lines += total_lines(cost_study([trial.cost for trial in trials], assumptions), assumptions, len(trials))
     return "\n".join(lines)

@@ -103,6 +103,11 @@ def rankme_steps_for(train_steps: int) -> tuple[int, ...]:
 EVAL_CHECKPOINTS = ("all", "final")
 
 
+def default_eval_checkpoints(profile: str) -> str:
+    """A profile's --eval-checkpoints: "all" for cpu_default (its Q(R) points are checkpoints), "final" for paper."""
+    return "all" if profile == "cpu_default" else "final"
+
+
 def evaluation_steps_for(train_steps: int, which: str) -> tuple[int, ...]:
     """Checkpoints a trial evaluates (R and Q) besides the last: "all" is the initialisation and
     Table III's RankMe steps (Fig. 1a's checkpoints under compute constraints), "final" none."""
