@@ -64,6 +64,9 @@ def forward_backward(
     ddp = getattr(train_model, "_orig_mod", train_model)
     loss_sum = torch.zeros((), device=device)
     train_model.train()
+    # Optimizers never clear gradients: without this, each step's gradient would carry every earlier
+    # step's (already clipped) one, and the logged gradient norm with it.
+    train_model.zero_grad(set_to_none=True)
     for index in range(accumulation):
         mel = next(micro_batches)  # (micro, crop_frames, n_mels)
         debug_hooks.maybe_record_crops(mel, rank=rank, node_id=node_id)
