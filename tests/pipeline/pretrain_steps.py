@@ -47,13 +47,15 @@ def train_steps(
     precision: str | None = None,
     fused_adamw: bool = False,
     compile_backend: str | None = None,
+    **model_overrides,
 ) -> StepsRun:
-    """`steps` optimizer steps of `model_name` on CPU with the worker's step function."""
+    """`steps` optimizer steps of `model_name` (with `model_overrides`) on CPU with the worker's step function."""
     config = PretrainConfig(
-        model_name=model_name, global_batch_size=BATCH_SIZE, steps=steps, warmup_steps=1, precision=precision
-    )
+        model_name=model_name, model_overrides=model_overrides, global_batch_size=BATCH_SIZE, steps=steps,
+        warmup_steps=1, precision=precision,
+    )  # fmt: skip
     torch.manual_seed(0)
-    model = models.build_model(model_name)
+    model = models.build_model(model_name, **model_overrides)
     freeze_parameters_without_gradients(model, crop_frames=model.spec.crop_frames, device=CPU)
     optimizer = build_optimizer(model, base_lr=config.base_lr, global_batch_size=BATCH_SIZE, peak_lr=PEAK_LR,
                                 fused=fused_adamw)  # fmt: skip
