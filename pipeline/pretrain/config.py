@@ -31,6 +31,7 @@ from pipeline.pretrain.resources import default_worker_cpus
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
+PRECISIONS = ("fp32", "bf16")  # of the forward pass (pipeline.pretrain.step.autocast_for)
 # A RankMe pool of one crop has exactly one non-zero singular value, so RankMe is 1 for any model.
 MIN_RANKME_N = 2
 
@@ -95,6 +96,7 @@ class PretrainConfig:
     # Where it runs.
     num_workers: int = flag("--num-workers", 1, "data-parallel Ray Train workers")
     use_gpu: bool = flag("--use-gpu", False, "one GPU per worker, NCCL, bf16 autocast")
+    precision: str | None = flag("--precision", None, "fp32, or bf16 autocast (default: bf16 on GPU, fp32 on CPU)")
     cpus_per_worker: float | None = flag(
         "--cpus-per-worker", None, "default: the cluster's CPUs shared out, one left to the data pipeline"
     )
@@ -216,6 +218,8 @@ class PretrainConfig:
         if self.optimizer not in OPTIMIZERS or (self.peak_lr is not None and self.peak_lr <= 0):
             raise ValueError(f"--optimizer must be one of {OPTIMIZERS} and --peak-lr > 0; got {self.optimizer!r}, "
                              f"{self.peak_lr}")
+        if self.precision not in (None, *PRECISIONS):
+            raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
 

@@ -17,6 +17,20 @@ from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 
 
+def autocast_for(device: torch.device, precision: str | None) -> contextlib.AbstractContextManager:
+    """The forward pass's autocast: bf16 on the device's own autocast, or none for fp32.
+
+    `precision` None means bf16 on GPU and fp32 on CPU. CPU stays fp32 by default because CPUs
+    without native bf16 matmuls (no AVX512-BF16 / AMX, e.g. the AMD EPYC the tests run on) emulate
+    them and run a step slower than fp32, and because the CPU runs (tests, the cpu_default study)
+    were all recorded in fp32; `--precision bf16` on CPU is there to exercise the GPU's numerics.
+    """
+    chosen = precision or ("bf16" if device.type == "cuda" else "fp32")
+    if chosen == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
 def freeze_parameters_without_gradients(model: nn.Module, *, crop_frames: int, device: torch.device) -> list[str]:
     """Freeze parameters that one forward/backward pass leaves without a gradient; return their names.
 
@@ -46,12 +60,13 @@ def forward_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of one global batch; returns (mean local loss, gradient norm before clipping)."""
     accumulation = config.accumulation_steps
-    autocast = (
-        torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    )
+    autocast = autocast_for(device, config.precision)
     ddp = getattr(train_model, "_orig_mod", train_model)
     loss_sum = torch.zeros((), device=device)
     train_model.train()
+    # Optimizers never clear gradients: without this, each step's gradient would carry every earlier
+    # step's (already clipped) one, and the logged gradient norm with it.
+    train_model.zero_grad(set_to_none=True)
     for index in range(accumulation):
         mel = next(micro_batches)  # (micro, crop_frames, n_mels)
         debug_hooks.maybe_record_crops(mel, rank=rank, node_id=node_id)
