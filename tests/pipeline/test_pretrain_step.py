@@ -36,3 +36,26 @@ def test_each_step_gradient_is_its_own_batch_alone():
         gradients.append(model.encoder.patch_embed.weight.grad.clone())
     assert norms[1] == pytest.approx(norms[0], rel=1e-6)
     torch.testing.assert_close(gradients[1], gradients[0])
+
+
+def _gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_accumulated_micro_batches_average_into_one_batch_gradient():
+    # Within one step the micro-batches do accumulate: two halves give the gradient of the whole mean.
+    torch.manual_seed(0)
+    model = models.build_model("mae-debug", mask_ratio=0.5)
+    mel = torch.randn(2, model.spec.crop_frames, model.spec.n_mels)
+    halves = PretrainConfig(model_name="mae-debug", global_batch_size=2, micro_batch_size=1, grad_clip_norm=1e9)
+    torch.manual_seed(1)
+    loss, _ = forward_backward(model, iter([mel[:1], mel[1:]]), config=halves, step=1, device=CPU, rank=0,
+                               node_id="local")  # fmt: skip
+    accumulated = _gradients(model)
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(1)  # the same two masks, drawn one micro-batch at a time
+    expected_loss = (model(mel[:1]).loss + model(mel[1:]).loss) / 2
+    expected_loss.backward()
+    torch.testing.assert_close(loss, expected_loss.detach())
+    for name, grad in _gradients(model).items():
+        torch.testing.assert_close(accumulated[name], grad, msg=lambda m, name=name: f"{name}: {m}")
