@@ -45,6 +45,7 @@ from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noq
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
 from pipeline.shards.rankme_pool import select_pool  # noqa: E402
+from sweeps.laws.fits import fit_saturating  # noqa: E402
 from sweeps.report.naive_baseline import NAIVE_BASELINE_SOURCE, naive_mean  # noqa: E402
 
 
@@ -129,14 +130,15 @@ class TrainingRows:
 
 
 def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, pool, tasks, normalisation, probe: str,
-                seed: int) -> list[dict]:
+                seed: int, marks: list[int] | None = None) -> list[dict]:
     torch.manual_seed(seed)
     model = build_model("mae-debug", **setting.overrides, mask_ratio=setting.mask_ratio)
     crop = model.spec.crop_frames
     optimizer = build_optimizer(model, base_lr=0.0, global_batch_size=setting.batch,
                                 weight_decay=setting.weight_decay, peak_lr=setting.peak_lr)
     warmup = max(1, int(setting.warmup_fraction * setting.steps))
-    marks, rows, epoch, crops, losses = checkpoint_steps(setting.steps), [], 0, np.zeros((0,)), []
+    marks = marks or checkpoint_steps(setting.steps)
+    rows, epoch, crops, losses = [], 0, np.zeros((0,)), []
     started = time.perf_counter()
     for step in range(setting.steps + 1):
         if step in marks:
@@ -164,6 +166,15 @@ def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, poo
     return rows
 
 
+def print_q_of_r_fit(rows: list[dict]) -> None:
+    """Q(R) over every point, as the study fits it: span of R, R² and parameters with 95% intervals."""
+    r, q = np.array([row["R"] for row in rows]), np.array([row["Q"] for row in rows])
+    fit = fit_saturating(r, q, groups=[row["setting"] for row in rows], n_bootstrap=200)
+    params = ", ".join(f"{k} {v:.4g} ({fit.ci[k][0]:.4g}-{fit.ci[k][1]:.4g})" for k, v in fit.params.items())
+    print(f"Q(R) over {len(rows)} points: R {r.min():.2f}-{r.max():.2f} ({r.max() / r.min():.2f}x), "
+          f"R² {fit.r2:.3f}; {params}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="an $AUDIOSCALE_HOME with the defaults built")
@@ -172,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)")
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
+    parser.add_argument("--checkpoints", default=None,
+                        help="comma-separated steps to measure (default: 0 and 4 log-spaced steps); e.g. the study's "
+                             "0,21,43,86,129,300")
+    parser.add_argument("--fit", action="store_true",
+                        help="fit Q(R) over every measured point (the study's reference fit, settings as bootstrap "
+                             "units): the settings as one in-process mini-study")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     shards = args.home / "shards" / "dasheng"
@@ -187,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.settings.split(","):
         rows += run_setting(name, parse_setting(name), training_rows=training_rows, pool=pool, tasks=tasks,
-                            normalisation=normalisation, probe=args.probe, seed=args.seed)
+                            normalisation=normalisation, probe=args.probe, seed=args.seed,
+                            marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None)
     print(f"naive baseline Q {naive_mean():.3f} ({NAIVE_BASELINE_SOURCE})")
+    if args.fit:
+        print_q_of_r_fit(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

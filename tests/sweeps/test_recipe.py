@@ -92,7 +92,7 @@ def test_warmup_is_capped_where_three_epochs_exceed_the_run():
 
 def test_cpu_default_uses_its_measured_lr_the_papers_decay_and_table_iii_fractions():
     config = plan_trial(expand_grids("mask_ratio", profile="cpu_default")[0], "cpu_default").config
-    assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (32, 1e-3, 0.01, None)
+    assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (32, 5e-3, 0.01, None)
     assert (config.optimizer, config.min_lr_ratio, config.validation_stop) == ("adamw", 0.1, False)
     assert config.steps == 300
     assert config.shuffle_buffer_crops == 4096  # a whole epoch of the default corpus (3,054 rows)

@@ -48,8 +48,8 @@ def trial_outcome(ray_local, tmp_path_factory):
 
 def test_every_wanted_checkpoint_is_evaluated_on_the_pool(trial_outcome):
     result, _ = trial_outcome
-    assert evaluation_steps_for(STEPS, "all") == (0, 2, 4, 8, 12, STEPS)
-    assert sorted(result.checkpoint_points) == [0, 2, 4, 8, 12, STEPS]
+    assert evaluation_steps_for(STEPS, "all") == (0, 1, 2, 4, 8, 12, STEPS)  # 1: the first Table III step halved
+    assert sorted(result.checkpoint_points) == [0, 1, 2, 4, 8, 12, STEPS]
     last = result.checkpoint_points[STEPS]
     assert (last.rankme, last.q) == (result.rankme, result.q)  # the last checkpoint is the trial's result
     # Training measured R on the same pool at the same steps: the same numbers.
