@@ -60,6 +60,21 @@ def _finite(value: float) -> bool:
     return value is not None and not math.isnan(value)
 
 
+def _evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
+    """Q, RankMe, each task's score with its interval where one exists, and the timings."""
+    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k,
+               "task_rankme": result.task_rankme}
+    for task, score in result.task_scores.items():
+        metrics[f"{task}/score"] = score["mean"]
+        if _finite(score["ci_low"]):
+            metrics[f"{task}/ci_low"] = score["ci_low"]
+            metrics[f"{task}/ci_high"] = score["ci_high"]
+        if _finite(score.get("test_se")):  # deterministic probes: the bootstrap over test clips
+            metrics[f"{task}/test_se"] = score["test_se"]
+    metrics.update({f"seconds/{key}": value for key, value in result.seconds.items()})
+    return metrics
+
+
 def log_evaluation(
     result: EvaluationResult,
     *,
@@ -104,17 +119,7 @@ def log_evaluation(
             **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
         }
     )
-    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k,
-               "task_rankme": result.task_rankme}
-    for task, score in result.task_scores.items():
-        metrics[f"{task}/score"] = score["mean"]
-        if _finite(score["ci_low"]):
-            metrics[f"{task}/ci_low"] = score["ci_low"]
-            metrics[f"{task}/ci_high"] = score["ci_high"]
-        if _finite(score.get("test_se")):  # deterministic probes: the bootstrap over test clips
-            metrics[f"{task}/test_se"] = score["test_se"]
-    metrics.update({f"seconds/{key}": value for key, value in result.seconds.items()})
-    run.log_metrics(metrics, step=result.step)
+    run.log_metrics(_evaluation_metrics(result), step=result.step)
     with tempfile.TemporaryDirectory(prefix="audioscale-eval-") as directory:
         for path in write_results(result, directory):
             run.log_artifact(path, artifact_path="evaluation")
