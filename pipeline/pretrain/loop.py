@@ -94,6 +94,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
 
 
 def train_on_worker(config: PretrainConfig, context: Any) -> None:
+    """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
     torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
     place = WorkerPlace(
         rank=context.get_world_rank(), world_size=context.get_world_size(), device=ray.train.torch.get_device(),
@@ -103,12 +104,9 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
     tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if place.rank == 0 else None
     wants_rankme = place.rank == 0 and (config.rankme_every_steps > 0 or bool(config.rankme_steps))
     rankme = RankMeSchedule(
-        rankme_pool(config) if wants_rankme else None,
-        every_steps=config.rankme_every_steps,
-        steps=config.rankme_steps,
-        last_step=config.steps,
-        device=place.device,
-    )
+        rankme_pool(config) if wants_rankme else None, every_steps=config.rankme_every_steps,
+        steps=config.rankme_steps, last_step=config.steps, device=place.device,
+    )  # fmt: skip
     validation = ValidationSchedule(
         load_validation_crops(config) if place.rank == 0 and config.validation_every_steps > 0 else None,
         every_steps=config.validation_every_steps,

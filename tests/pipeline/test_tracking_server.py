@@ -3,7 +3,8 @@
 On a cluster the workers cannot write into a SQLite file on the head, so they log to the head's
 tracking server over HTTP, and artifacts travel through the server's proxy (`--serve-artifacts`):
 nothing here shares a filesystem with the server's artifact folder except through HTTP.
-One server and one pretraining run serve the module (a TorchTrainer costs 15-20 s on 2 cores).
+One server and one pretraining run serve the module (a TorchTrainer costs 15-20 s on 2 cores); the
+helper tests (~20 s, the server's start) run in CI, the pretraining ones are marked slow.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def test_a_dead_server_is_a_clear_error():
         tracking.check_store(dead)
 
 
+@pytest.mark.slow  # the pretraining to the server: ~75 s on 2 cores, shard prep included
 def test_encoder_artifact_downloads_intact_from_the_server(pretrained, server, tmp_path):
     result, _ = pretrained
     uri, _ = server
@@ -91,6 +93,7 @@ def test_encoder_artifact_downloads_intact_from_the_server(pretrained, server, t
     assert all(encoder[key].equal(expected[key]) for key in expected)
 
 
+@pytest.mark.slow  # the pretraining to the server: ~75 s on 2 cores, shard prep included
 def test_each_node_logs_system_metrics_once(pretrained, server):
     result, _ = pretrained
     uri, _ = server
@@ -104,6 +107,7 @@ def test_each_node_logs_system_metrics_once(pretrained, server):
     assert all(value > 0 for _, value in memory)
 
 
+@pytest.mark.slow  # the pretraining to the server: ~75 s on 2 cores, shard prep included
 def test_run_lists_the_shards_as_its_dataset(pretrained, server):
     result, shards_dir = pretrained
     uri, _ = server
