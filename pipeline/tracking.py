@@ -232,6 +232,13 @@ def list_artifacts(tracking_uri: str, run_id: str, path: str | None = None) -> l
     return [a.path for a in client.list_artifacts(run_id, path)]
 
 
+def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, destination: str | Path) -> Path:
+    """Copy a run's artifact (file or folder) into `destination` from wherever the store keeps it (a
+    tracking server's proxy included: no shared filesystem needed); returns the local path."""
+    client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
+    return Path(client.download_artifacts(run_id, artifact_path, str(destination)))
+
+
 def experiment_tags(tracking_uri: str, experiment_name: str) -> dict[str, str]:
     experiment = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri)).get_experiment_by_name(experiment_name)
     return dict(experiment.tags) if experiment is not None else {}

@@ -65,10 +65,17 @@ def format_result(result: PretrainResult) -> str:
             f"RankMe over training: {rankme or 'not measured'}",
             f"checkpoint: {result.checkpoint_dir}",
             f"MLflow run {result.run_id} in {result.tracking_uri}",
-            f"  browse: mlflow ui --backend-store-uri {result.tracking_uri}",
+            f"  browse: {_browse_hint(result.tracking_uri)}",
             f"  resume / extend: python -m pipeline.pretrain --run-name {result.run_name} --steps N ...",
         ]
     )
+
+
+def _browse_hint(tracking_uri: str) -> str:
+    """A tracking server already serves the UI; a SQLite store needs `mlflow ui` started on it."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{tracking_uri}/#/experiments"
+    return f"mlflow ui --backend-store-uri {tracking_uri}"
 
 
 def main(argv: list[str] | None = None) -> int:

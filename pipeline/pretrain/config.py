@@ -150,6 +150,10 @@ class PretrainConfig:
         "--checkpoint-steps", (), "comma-separated steps to checkpoint at as well, all kept (0: the initialisation)",
         parse_text=parse_steps, to_field=tuple,
     )  # fmt: skip
+    # 10 s: MLflow's own default sampling interval (SystemMetricsMonitor).
+    system_metrics_every_s: float = flag(
+        "--system-metrics-every", 10.0, "seconds between CPU/memory/GPU samples logged per node (0: off)"
+    )
     max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
     shuffle_buffer_crops: int = flag(
         "--shuffle-buffer-crops", 256, "per-worker local shuffle of the streamed crops (0: off)"
@@ -187,7 +191,7 @@ class PretrainConfig:
             "steps": 1, "global_batch_size": 1, "log_every_steps": 1, "checkpoint_every_steps": 1,
             "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
             "shuffle_buffer_crops": 0, "validation_every_steps": 0, "validation_patience": 1,
-            "validation_num_clips": 1,
+            "validation_num_clips": 1, "system_metrics_every_s": 0,
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
             "num_workers": 1,
         }  # fmt: skip

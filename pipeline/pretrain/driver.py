@@ -46,6 +46,7 @@ from pipeline.tracking import (
     read_run,
     start_or_resume_run,
 )
+from pipeline.tracking_dataset import log_shards_input
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -123,6 +124,7 @@ def _run_on_ray(
             **model.mlflow_params(),
         }
     )
+    log_shards_input(run, shards_dir=config.shards_dir, fingerprint=manifest["fingerprint"])
     run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
     if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
         run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})

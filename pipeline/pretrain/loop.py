@@ -51,6 +51,7 @@ from pipeline.pretrain.step import (
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
 from pipeline.tracking import TrackedRun, attach_run
+from pipeline.tracking_system_metrics import node_system_metrics
 
 # Ray Train's Result only keeps metrics reported with a checkpoint, so rank 0 leaves the step of
 # a non-finite loss as a tag on the MLflow run, which the driver reads after `fit`.
@@ -85,23 +86,27 @@ def train_loop(config_dict: dict[str, Any]) -> None:
     """Ray Train worker entry point: `config_dict` is `PretrainConfig.resolved().to_dict()`."""
     config = PretrainConfig(**config_dict)
     context = ray.train.get_context()
+    with node_system_metrics(  # the first worker on each node samples its CPU, memory and GPUs into the run
+        config.tracking_uri, config.mlflow_run_id, every_s=config.system_metrics_every_s,
+        world_rank=context.get_world_rank(), local_rank=context.get_local_rank(), node_rank=context.get_node_rank(),
+    ):  # fmt: skip
+        train_on_worker(config, context)
+
+
+def train_on_worker(config: PretrainConfig, context: Any) -> None:
+    """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
     torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
     place = WorkerPlace(
-        rank=context.get_world_rank(),
-        world_size=context.get_world_size(),
-        device=ray.train.torch.get_device(),
+        rank=context.get_world_rank(), world_size=context.get_world_size(), device=ray.train.torch.get_device(),
         node_id=ray.get_runtime_context().get_node_id(),
-    )
+    )  # fmt: skip
     training = build_training(config, place)
     tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if place.rank == 0 else None
     wants_rankme = place.rank == 0 and (config.rankme_every_steps > 0 or bool(config.rankme_steps))
     rankme = RankMeSchedule(
-        rankme_pool(config) if wants_rankme else None,
-        every_steps=config.rankme_every_steps,
-        steps=config.rankme_steps,
-        last_step=config.steps,
-        device=place.device,
-    )
+        rankme_pool(config) if wants_rankme else None, every_steps=config.rankme_every_steps,
+        steps=config.rankme_steps, last_step=config.steps, device=place.device,
+    )  # fmt: skip
     validation = ValidationSchedule(
         load_validation_crops(config) if place.rank == 0 and config.validation_every_steps > 0 else None,
         every_steps=config.validation_every_steps,
@@ -147,15 +152,9 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
     if config.compile_model:
         train_model = torch.compile(train_model)
     return WorkerTraining(
-        model=model,
-        train_model=train_model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        start_step=start_step,
-        frozen_parameter_names=frozen_names,
-        optimizer_used=optimizer_used,
-        optimizer_note=optimizer_note,
-    )
+        model=model, train_model=train_model, optimizer=optimizer, scheduler=scheduler, start_step=start_step,
+        frozen_parameter_names=frozen_names, optimizer_used=optimizer_used, optimizer_note=optimizer_note,
+    )  # fmt: skip
 
 
 def run_steps(

@@ -54,6 +54,11 @@ def test_zero_workers_is_refused():
         PretrainConfig(num_workers=0)
 
 
+def test_negative_system_metrics_interval_is_refused():
+    with pytest.raises(ValueError, match="--system-metrics-every must be at least 0, got -1"):
+        PretrainConfig(system_metrics_every_s=-1)
+
+
 def test_resolved_config_fills_machine_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
