@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.corpus.sources.parallel import map_ordered  # noqa: E402
 from pipeline.corpus.tasks.baseline import clip_features  # noqa: E402
 from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays  # noqa: E402
+from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
 from pipeline.evaluate.task_data import (  # noqa: E402
     TaskInfo,
     encode_targets,
@@ -63,9 +64,7 @@ def naive_splits(task: TaskInfo) -> dict:
 def scored(task: TaskInfo, splits: dict, probe: str) -> tuple[float, np.ndarray]:
     """The task's test score under `probe` and its test-clip replicates (folds averaged)."""
     score, results = probe_task(task, splits, seeds=1, training=scene_probe(probe))
-    draws = [result.test_bootstrap for result in results]
-    length = min(len(d) for d in draws)
-    return score.mean, np.mean([d[:length] for d in draws], axis=0)
+    return score.mean, fold_test_replicates(results)
 
 
 def interval(replicates: np.ndarray) -> str:

@@ -23,6 +23,8 @@ import numpy as np
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from pipeline.evaluate.probes.test_bootstrap import percentile_interval, standard_error
+
 CONFIDENCE = 0.95
 
 
@@ -69,10 +71,8 @@ def task_score_from_seeds(
     mean, low, high = mean_confidence_interval(seed_scores)
     test = {}
     if test_replicates is not None and len(test_replicates) > 1:
-        tail = 50.0 * (1.0 - CONFIDENCE)
-        test_low, test_high = np.percentile(test_replicates, [tail, 100.0 - tail])
-        test = {"test_se": float(np.std(test_replicates, ddof=1)), "test_ci_low": float(test_low),
-                "test_ci_high": float(test_high)}
+        test_low, test_high = percentile_interval(test_replicates, CONFIDENCE)
+        test = {"test_se": standard_error(test_replicates), "test_ci_low": test_low, "test_ci_high": test_high}
     return TaskScore(metric=metric, mean=mean, ci_low=low, ci_high=high,
                      seed_scores=tuple(float(s) for s in seed_scores), probe=probe, **test)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
 import torch
 from torch import nn
 
@@ -32,6 +33,15 @@ class StepsRun:
     grad_norms: list[float]  # before clipping
     model: nn.Module  # the bare model after the last step
     linear_output_dtypes: set[torch.dtype]  # of every nn.Linear output during the steps (eager runs only)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Steady step timings and results when other work shares the cores (use with autouse below)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def fixed_log_mel_batch(model: nn.Module, *, seed: int = 1) -> torch.Tensor:

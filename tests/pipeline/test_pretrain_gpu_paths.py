@@ -18,7 +18,7 @@ import torch
 
 import models
 from pipeline.pretrain.config import PretrainConfig
-from tests.pipeline.pretrain_steps import train_steps
+from tests.pipeline.pretrain_steps import one_torch_thread, train_steps  # noqa: F401 (fixture)
 
 # Measured max |bf16 - fp32| / fp32 loss over 5 steps: 1.0e-4 mae, 2.2e-4 audiomae++, 1.2e-4 axlstm.
 # The losses fall by 3.3-13% over those steps, 16x or more this tolerance.
@@ -35,12 +35,7 @@ FUSED_PARAMETER_RTOL = 5e-4
 DEBUG_MODELS = ["mae-debug", "audiomae++-debug", "axlstm-debug"]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one thread: steady under shared cores
 
 
 @pytest.mark.parametrize("name", DEBUG_MODELS)

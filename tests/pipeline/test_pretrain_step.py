@@ -10,15 +10,14 @@ import torch
 import models
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.step import forward_backward
-from tests.pipeline.pretrain_steps import BATCH_SIZE, CPU, fixed_log_mel_batch
+from tests.pipeline.pretrain_steps import (  # noqa: F401 (fixture)
+    BATCH_SIZE,
+    CPU,
+    fixed_log_mel_batch,
+    one_torch_thread,
+)
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one thread: steady under shared cores
 
 
 def test_each_step_gradient_is_its_own_batch_alone():

@@ -50,11 +50,11 @@ def score_over_seeds_and_folds(
         fold_results = [score_fold(fold, seed) for fold in folds]
         seed_scores.append(float(np.mean([result.test_score for result in fold_results])))
         results.extend(fold_results)
-    replicates = _test_replicates(results[: len(folds)])
+    replicates = fold_test_replicates(results[: len(folds)])
     return task_score_from_seeds(task.primary_metric, seed_scores, probe=probe, test_replicates=replicates), results
 
 
-def _test_replicates(fold_results: list) -> np.ndarray | None:
+def fold_test_replicates(fold_results: list) -> np.ndarray | None:
     """The task score on resampled test clips, folds averaged replicate by replicate as their scores
     are (each fold's test set resampled independently); None unless every fold carries a bootstrap
     (deterministic probes do: pipeline.evaluate.probes.test_bootstrap)."""
