@@ -21,9 +21,20 @@ from sweeps.report.naive_baseline import (
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
+from sweeps.report.task_laws import Q_INF_ONE_TOLERANCE
 
 MLFLOW_UI_PORT = 5000
 Z_95 = 1.959964  # two-sided 95% normal quantile
+
+
+def _ci_text(fit, key: str) -> str:
+    if key not in fit.ci:
+        return ""
+    low, high = fit.ci[key]
+    if key == "q_inf" and low >= 1.0 - Q_INF_ONE_TOLERANCE:
+        # "(95% 1-1)" would read as a precise ceiling at 1; the data identify none (sweeps.report.task_laws).
+        return " (every resample at the bound 1: no ceiling identified)"
+    return f" (95% {low:.4g}-{high:.4g})"
 
 
 def fit_line(study: StudyFits) -> str:
@@ -31,10 +42,7 @@ def fit_line(study: StudyFits) -> str:
     fit = study.fits.get("Q(R)")
     if fit is None:
         return f"Q(R) not fitted: {study.skipped.get('Q(R)', 'no RankMe')}"
-    params = ", ".join(
-        f"{key} {value:.4g}" + (f" (95% {fit.ci[key][0]:.4g}-{fit.ci[key][1]:.4g})" if key in fit.ci else "")
-        for key, value in fit.params.items()
-    )
+    params = ", ".join(f"{key} {value:.4g}{_ci_text(fit, key)}" for key, value in fit.params.items())
     r2 = f"{fit.r2:.3f}" if np.isfinite(fit.r2) else "undefined"
     return f"Q(R) fit: {params}; R² {r2} over {fit.n_points} points"
 

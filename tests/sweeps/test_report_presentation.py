@@ -219,3 +219,19 @@ def test_labels_of_crowded_final_checkpoints_do_not_overlap():
     assert len(heights) == 5
     assert min(np.diff(heights)) >= LABEL_GAP * (0.557 - 0.410) - 1e-12
     plt.close(figure)
+
+
+def test_fit_line_says_no_ceiling_when_every_resample_puts_q_inf_at_1():
+    from sweeps.laws.fits import fit_saturating
+    from sweeps.report.fits import StudyFits
+    from sweeps.report.summary import fit_line
+
+    # A rising power law with no ceiling below 1: every resample puts Q_inf at its bound, which the
+    # second default-study run printed as "q_inf 1 (95% 1-1)", a precise-looking ceiling.
+    rankme = np.repeat(np.geomspace(10.0, 27.0, 8), 5)
+    q = 1.0 - (2.2 / rankme) ** 0.33 + np.random.default_rng(0).normal(0.0, 0.002, rankme.size)
+    fit = fit_saturating(rankme, q, groups=np.arange(rankme.size) % 5, n_bootstrap=20, extrapolate=False)
+    assert fit.params["q_inf"] == pytest.approx(1.0) and fit.ci["q_inf"][0] == pytest.approx(1.0)
+    line = fit_line(StudyFits(fits={"Q(R)": fit}, skipped={}, n_trials_used=5, n_trials_failed=0))
+    assert "q_inf 1 (every resample at the bound 1: no ceiling identified), x_c " in line
+    assert re.search(r"x_c [\d.]+ \(95% [\d.]+-[\d.]+\)", line)
