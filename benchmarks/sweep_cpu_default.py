@@ -123,7 +123,7 @@ class TrainingRows:
     def __init__(self, shards: Path, manifest: dict) -> None:
         mean, std = np.asarray(manifest["mean"], np.float32), np.maximum(np.asarray(manifest["std"], np.float32), 1e-5)
         table = read_shard_table(shards, columns=["mel"])
-        self.rows = [(mel - mean) / std for mel in mel_matrices(table["mel"])]
+        self.rows = [(mel - mean) / std for mel in mel_matrices(table["mel"], int(manifest["n_mels"]))]
 
     def epoch_crops(self, crop: int, *, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)

@@ -213,8 +213,10 @@ def save_train_state(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     step: int,
     rng_state: dict[str, Any] | None = None,
+    data_position: dict[str, int] | None = None,
 ) -> Path:
-    """Write `train_state.pt`: what resuming needs beyond the weights."""
+    """Write `train_state.pt`: what resuming needs beyond the weights (`data_position`: where the
+    training stream stood, `pipeline.shards.crop_stream.StreamPosition` plus the world size)."""
     path = Path(directory) / TRAIN_STATE_FILE
     torch.save(
         {
@@ -222,6 +224,7 @@ def save_train_state(
             "scheduler": scheduler.state_dict(),
             "step": int(step),
             "rng": rng_state if rng_state is not None else capture_rng_state(),
+            **({"data_position": {k: int(v) for k, v in data_position.items()}} if data_position else {}),
         },
         path,
     )

@@ -74,6 +74,12 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
             clear_output_dir(output_dir)
             return False
         changed = [key for key in settings if previous.get("settings", {}).get(key) != settings[key]]
+        if not changed and int(previous.get("format_version", 1)) < SHARD_FORMAT_VERSION:
+            # Same settings written in an older row layout: readers would be slower or wrong; remake them.
+            print(f"prep: {output_dir} was written in shard format {previous.get('format_version', 1)}, this version "
+                  f"writes format {SHARD_FORMAT_VERSION}; making it again", file=sys.stderr)
+            clear_output_dir(output_dir)
+            return False
         what = f"settings differ ({', '.join(changed)})" if changed else "the input files differ"
         raise OutputConflictError(
             f"--output {output_dir} already holds shards made with other inputs or settings: {what}. "

@@ -1,26 +1,28 @@
-"""The data side of pretraining: which crops the workers stream, and the RankMe pool.
+"""The data side of pretraining: each worker's stream of crops, its position, and the RankMe pool.
 
-Fresh crops every epoch: `crop_dataset` draws one crop per segment from (seed, clip id), so a
-dataset re-read with the same seed repeats its crops. One training pass therefore holds
-`epochs_per_pass` epochs cropped with seeds seed, seed+1, ...: enough epochs that one pass covers
-every step of the run (capped; a longer run starts the pass again). Segments are 10 s and crops
-2 s in the default setup, so fixed crops would leave most of every segment unseen.
+The training crops come from `pipeline.shards.crop_stream`: each worker reads its own share of every
+epoch in a fixed order, fresh crops each epoch, with the position after every micro-batch known, so a
+checkpoint can store where the data stood and a resumed run sees exactly the crops an uninterrupted
+run would have (README, exact resume). A background thread reads and crops ahead while the worker
+trains: numpy and the Parquet decoder release the GIL.
 """
 
 from __future__ import annotations
 
-import math
+import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.shards.crops import crop_dataset, read_crops
+from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
+from pipeline.shards.crops import read_crops
 from pipeline.shards.format import read_manifest
 from pipeline.shards.rankme_pool import RankMePool, select_pool
 
-MAX_EPOCHS_PER_PASS = 16
+PREFETCH_MICRO_BATCHES = 4  # read ahead by this many; enough to hide a window's read behind a step
 VALIDATION_SEED = 3_000_017  # the validation crops' own fixed sample, independent of the training seed
 
 
@@ -37,31 +39,6 @@ def check_shards_match_model(shards_dir: str, manifest: dict[str, Any], model_sp
             f"{model_spec.name} expects {model_spec.n_mels}-bin '{model_spec.frontend_preset}'; "
             f"re-run prep with --preset {model_spec.frontend_preset} or choose another model"
         )
-
-
-def epochs_per_pass(config: PretrainConfig, num_rows: int) -> int:
-    """How many differently seeded epochs one streaming pass holds (1..MAX_EPOCHS_PER_PASS)."""
-    needed_crops = config.steps * config.global_batch_size
-    return max(1, min(MAX_EPOCHS_PER_PASS, math.ceil(needed_crops / max(1, num_rows))))
-
-
-def build_training_dataset(config: PretrainConfig):
-    """Ray Dataset of training crops ("mel": float32 (crop_frames, n_mels)) of a resolved config, streamed.
-
-    Each epoch reads the part files in its own seeded order; the workers' local shuffle buffer
-    mixes rows within that. No block-order shuffle: it is an all-to-all barrier that read and
-    cropped every epoch of the pass before the first step (40 s of a 100-step debug run). The
-    epochs are one dataset, not a union of per-epoch datasets: one execution to start, not several.
-    """
-    manifest = read_manifest(config.shards_dir)
-    return crop_dataset(
-        config.shards_dir,
-        crop_frames=config.crop_frames,
-        seed=config.seed,
-        file_order_seed=config.seed,
-        epochs=epochs_per_pass(config, int(manifest["num_rows"])),
-        holdout=("train", validation_holdout_fraction(config, int(manifest["num_rows"]))),
-    )
 
 
 def rankme_pool(config: PretrainConfig) -> RankMePool:
@@ -103,30 +80,53 @@ def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
 
 
 
-def iterate_micro_batches(
-    data_shard, *, micro_batch_size: int, device: torch.device, shuffle_buffer_crops: int, seed: int
-) -> Iterator[torch.Tensor]:
-    """Endless micro-batches (micro, crop_frames, n_mels) from this worker's share of the stream.
+def training_stream_plan(config: PretrainConfig, *, rank: int, world_size: int) -> StreamPlan:
+    """Which rows this worker reads in each epoch (the holdout and the short segments left out)."""
+    return StreamPlan(
+        config.shards_dir, crop_frames=config.crop_frames, seed=config.seed, rank=rank, world_size=world_size,
+        holdout=("train", validation_holdout_fraction(config)),
+    )  # fmt: skip
 
-    Ray Train splits each pass into equal shares, so every rank yields the same number of batches
-    per pass and starts the next pass together with the others.
+
+class MicroBatches:
+    """This worker's endless micro-batches (micro, crop_frames, n_mels) on `device`, from `start` on.
+
+    `position` is where the stream stands after the last micro-batch handed out: what a checkpoint saves.
+    A thread reads ahead; an error there is raised here, at the next micro-batch.
     """
-    pass_index = 0
-    while True:
-        num_batches = 0
-        for batch in data_shard.iter_torch_batches(
-            batch_size=micro_batch_size,
-            dtypes=torch.float32,
-            device=device,
-            drop_last=True,
-            local_shuffle_buffer_size=shuffle_buffer_crops or None,
-            local_shuffle_seed=seed + pass_index,
-        ):
-            num_batches += 1
-            yield batch["mel"]
-        if num_batches == 0:
-            raise ValueError(
-                f"this worker received no full micro-batch of {micro_batch_size} crops: the shards hold too "
-                "few segments for the batch size and number of workers; lower --batch-size or add audio"
-            )
-        pass_index += 1
+
+    def __init__(self, plan: StreamPlan, *, micro_batch_size: int, window_rows: int, device: torch.device,
+                 start: StreamPosition) -> None:
+        self.position, self.device = start, device
+        self._ready: queue.Queue = queue.Queue(maxsize=PREFETCH_MICRO_BATCHES)
+        self._stop = threading.Event()
+        source = batches(CropStream(plan, window_rows=window_rows), batch_size=micro_batch_size, start=start)
+        self._thread = threading.Thread(target=self._read_ahead, args=(source,), daemon=True, name="crop-reader")
+        self._thread.start()
+
+    def _read_ahead(self, source: Iterator) -> None:
+        try:
+            for item in source:
+                while not self._stop.is_set():
+                    try:
+                        self._ready.put(item, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+        except Exception as error:  # noqa: BLE001 - handed to the training thread, which raises it
+            self._ready.put(error)
+
+    def __iter__(self) -> MicroBatches:
+        return self
+
+    def __next__(self) -> torch.Tensor:
+        item = self._ready.get()
+        if isinstance(item, BaseException):
+            raise item
+        crops, self.position = item
+        return torch.from_numpy(crops).to(self.device, non_blocking=True)
+
+    def close(self) -> None:
+        self._stop.set()

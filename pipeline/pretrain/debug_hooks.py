@@ -6,8 +6,8 @@ unless a variable is set; users never need them.
   `AUDIOSCALE_TEST_CRASH_MARKER=PATH`: after finishing step S, rank R kills its process once
   (`os._exit`); the marker file makes the restarted worker carry on.
 - `AUDIOSCALE_TEST_NAN_AT_STEP=S`: the loss of step S (1-based, every rank) becomes NaN.
-- `AUDIOSCALE_TEST_RECORD_CROPS_DIR=DIR`: each rank appends a hash of every crop it trains on to
-  `DIR/rank-<r>.txt`, writes its node id to `DIR/node-<r>.txt` and, at the end, a hash of its
+- `AUDIOSCALE_TEST_RECORD_CROPS_DIR=DIR`: each rank appends "<step> <hash>" for every crop it trains
+  on to `DIR/rank-<r>.txt`, writes its node id to `DIR/node-<r>.txt` and, at the end, a hash of its
   final weights to `DIR/weights-<r>.txt`: to check the data split and that DDP kept ranks equal.
 """
 
@@ -47,7 +47,7 @@ def maybe_poison_loss(loss: torch.Tensor, *, step: int) -> torch.Tensor:
     return loss
 
 
-def maybe_record_crops(mel: torch.Tensor, *, rank: int, node_id: str) -> None:
+def maybe_record_crops(mel: torch.Tensor, *, step: int, rank: int, node_id: str) -> None:
     directory = os.environ.get(f"{ENV_PREFIX}RECORD_CROPS_DIR")
     if not directory:
         return
@@ -56,7 +56,7 @@ def maybe_record_crops(mel: torch.Tensor, *, rank: int, node_id: str) -> None:
     crops = mel.detach().to("cpu", torch.float32).numpy()  # (batch, frames, n_mels)
     with open(Path(directory) / f"rank-{rank}.txt", "a") as out:
         for crop in crops:
-            out.write(hashlib.sha1(crop.tobytes()).hexdigest() + "\n")
+            out.write(f"{step} {hashlib.sha1(crop.tobytes()).hexdigest()}\n")
 
 
 def maybe_record_weights(model: torch.nn.Module, *, rank: int) -> None:

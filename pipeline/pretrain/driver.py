@@ -31,7 +31,7 @@ from pipeline.cli_errors import UserError
 from pipeline.defaults import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.data import build_training_dataset, check_shards_match_model
+from pipeline.pretrain.data import check_shards_match_model
 from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.resources import check_workers_fit
@@ -152,7 +152,6 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
     return TorchTrainer(
         train_loop,
         train_loop_config=config.to_dict(),
-        datasets={"train": build_training_dataset(config)},
         scaling_config=ScalingConfig(
             num_workers=config.num_workers,
             use_gpu=config.use_gpu,

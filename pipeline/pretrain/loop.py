@@ -1,7 +1,9 @@
 """The per-worker pretraining loop: build, load checkpoint, loop, save. Reads top to bottom.
 
-Ray appears only through the Ray Train worker API (`get_context`, `get_checkpoint`,
-`get_dataset_shard`, `report`, `prepare_model`); everything else is plain PyTorch.
+Ray appears only through the Ray Train worker API (`get_context`, `report`; `get_checkpoint` and
+`prepare_model` in `worker_setup`); everything else is plain PyTorch. The data does not come through
+Ray Data: each worker reads its own deterministic share (`pipeline.pretrain.data`), which is what
+lets a resumed run see exactly the crops an uninterrupted one would.
 
 Conventions:
 - `step` counts finished optimizer updates; a checkpoint written at step s resumes at update s + 1.
@@ -15,71 +17,38 @@ Conventions:
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from typing import Any
 
-import numpy as np
 import ray.train
 import ray.train.torch
 import torch
-from torch import nn
 
-import models
 from pipeline.checkpoint import (
     capture_rng_state,
-    load_model_weights,
-    load_train_state,
-    restore_rng_state,
     save_model_checkpoint,
     save_train_state,
 )
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import (
-    iterate_micro_batches,
+    MicroBatches,
     load_validation_crops,
     rankme_pool,
+    training_stream_plan,
 )
-from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
-from pipeline.pretrain.resume import resume_directory
-from pipeline.pretrain.step import (
-    forward_backward,
-    freeze_parameters_without_gradients,
-    reduce_step_outcome,
-)
+from pipeline.pretrain.data_position import position_record, resume_position
+from pipeline.pretrain.step import forward_backward, reduce_step_outcome, seed_step
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
+from pipeline.pretrain.worker_setup import WorkerPlace, WorkerTraining, build_training
+from pipeline.shards.crop_stream import StreamPosition
 from pipeline.tracking import TrackedRun, attach_run
 from pipeline.tracking_system_metrics import node_system_metrics
 
 # Ray Train's Result only keeps metrics reported with a checkpoint, so rank 0 leaves the step of
 # a non-finite loss as a tag on the MLflow run, which the driver reads after `fit`.
 NON_FINITE_TAG = "audioscale.non_finite_loss_step"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WorkerPlace:
-    """Where this worker sits in the Ray Train worker group."""
-
-    rank: int
-    world_size: int
-    device: torch.device
-    node_id: str
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WorkerTraining:
-    """What a worker trains with, built (and restored from a checkpoint) before the first step."""
-
-    model: nn.Module  # the bare model: checkpoints and RankMe
-    train_model: nn.Module  # the one stepped: DDP-wrapped with several workers, maybe compiled
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    start_step: int  # the last finished step of the restored checkpoint; 0 without one
-    frozen_parameter_names: list[str]
-    optimizer_used: str  # "adamw8bit" or "adamw"
-    optimizer_note: str  # why it is not the one asked for; empty when it is
 
 
 def train_loop(config_dict: dict[str, Any]) -> None:
@@ -123,38 +92,10 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
             log_rankme_record(tracker, rankme)
     if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
         initial_metrics = {"step": 0, **({"rankme": rankme.latest} if rankme.latest is not None else {})}
-        report_with_checkpoint(initial_metrics, training, config=config, step=0, rank=place.rank)
+        report_with_checkpoint(initial_metrics, training, config=config, step=0, rank=place.rank,
+                               data_position=position_record(StreamPosition(), world_size=place.world_size))
     if run_steps(config, training, place, tracker, (rankme, validation)):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
-
-
-def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining:
-    """Build the model and optimizer, load the latest checkpoint, wrap for DDP (and compile)."""
-    # Same seed on every rank, so the initial weights agree before DDP broadcasts them.
-    torch.manual_seed(config.seed)
-    model = models.build_model(config.model_name, **config.model_build_overrides()).to(place.device)
-    frozen_names = freeze_parameters_without_gradients(model, crop_frames=config.crop_frames, device=place.device)
-    optimizer_used, optimizer_note = optimizer_choice(config.optimizer, device_type=place.device.type)
-    optimizer = build_optimizer(
-        model,
-        base_lr=config.base_lr,
-        global_batch_size=config.global_batch_size,
-        weight_decay=config.weight_decay,
-        fused=place.device.type == "cuda",
-        peak_lr=config.peak_lr,
-        optimizer=optimizer_used,
-    )
-    scheduler = build_scheduler(
-        optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio
-    )
-    start_step = restore_training_state(model, optimizer, scheduler, config=config, rank=place.rank)
-    train_model = ray.train.torch.prepare_model(model) if place.world_size > 1 else model
-    if config.compile_model:
-        train_model = torch.compile(train_model)
-    return WorkerTraining(
-        model=model, train_model=train_model, optimizer=optimizer, scheduler=scheduler, start_step=start_step,
-        frozen_parameter_names=frozen_names, optimizer_used=optimizer_used, optimizer_note=optimizer_note,
-    )  # fmt: skip
 
 
 def run_steps(
@@ -165,19 +106,30 @@ def run_steps(
     schedules: tuple[RankMeSchedule, ValidationSchedule],
 ) -> bool:
     """Steps start_step + 1 .. config.steps (fewer once converged); False when a non-finite loss stopped them."""
+    plan = training_stream_plan(config, rank=place.rank, world_size=place.world_size)
+    start = resume_position(
+        training.saved_data_position, step=training.start_step, world_size=place.world_size,
+        crops_per_step=config.global_batch_size // place.world_size, rows_per_epoch=plan.rows_per_epoch,
+        say=print if place.rank == 0 else lambda _: None,
+    )  # fmt: skip
+    micro_batches = MicroBatches(
+        plan, micro_batch_size=config.effective_micro_batch_size, window_rows=config.shuffle_buffer_crops,
+        device=place.device, start=start,
+    )  # fmt: skip
+    try:
+        return _run_steps(config, training, place, tracker, schedules, micro_batches)
+    finally:
+        micro_batches.close()
+
+
+def _run_steps(config, training, place, tracker, schedules, micro_batches: MicroBatches) -> bool:
     rankme, validation = schedules
-    micro_batches = iterate_micro_batches(
-        ray.train.get_dataset_shard("train"),
-        micro_batch_size=config.effective_micro_batch_size,
-        device=place.device,
-        shuffle_buffer_crops=config.shuffle_buffer_crops,
-        seed=config.seed * 7919 + place.rank + training.start_step,
-    )
     window = ThroughputWindow()
     logged_up_to = tracker.last_step("loss") if tracker is not None else -1  # a restart replays logged steps
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
+        seed_step(config.seed, rank=place.rank, step=step)  # masks and dropout: a function of the step, so a resume repeats them
         loss, grad_norm = forward_backward(
             training.train_model, micro_batches, config=config, step=step, device=place.device, rank=place.rank,
             node_id=place.node_id,
@@ -209,7 +161,8 @@ def run_steps(
                     tracker.set_tags(validation.tags())
             if rankme.latest is not None:
                 metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
-            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last)
+            data_position = position_record(micro_batches.position, world_size=place.world_size)
+            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last, data_position=data_position)
         if stop:
             break
     return True
@@ -227,48 +180,19 @@ def is_checkpoint_step(config: PretrainConfig, step: int) -> bool:
 
 
 def report_step(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool
+    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool,
+    data_position: dict[str, int],
 ) -> None:
     """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and the last."""
     if last or is_checkpoint_step(config, step):
-        report_with_checkpoint(metrics, training, config=config, step=step, rank=rank)
+        report_with_checkpoint(metrics, training, config=config, step=step, rank=rank, data_position=data_position)
     else:
         ray.train.report(metrics)
 
 
-def restore_training_state(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    *,
-    config: PretrainConfig,
-    rank: int,
-) -> int:
-    """Load the newest checkpoint that verifies (`pipeline.pretrain.resume`); returns the step to continue
-    from. Rank 0 gets its exact RNG state back; the other ranks reseed from (seed, rank, step), which
-    keeps their masking streams distinct and reproducible without one RNG file per rank.
-    """
-    checkpoint = ray.train.get_checkpoint()
-    start_step = 0
-    rng_state = None
-    if checkpoint is not None:
-        with resume_directory(checkpoint) as directory:
-            load_model_weights(model, directory)
-            state = load_train_state(directory)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        start_step, rng_state = int(state["step"]), state["rng"]
-    if rank == 0 and rng_state is not None:
-        restore_rng_state(rng_state)
-    else:
-        seed = config.seed * 1_000_003 + rank * 10_007 + start_step
-        torch.manual_seed(seed)
-        np.random.seed(seed % 2**32)
-    return start_step
-
-
 def report_with_checkpoint(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int
+    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int,
+    data_position: dict[str, int],
 ) -> None:
     """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier)."""
     if rank != 0:
@@ -290,6 +214,7 @@ def report_with_checkpoint(
             scheduler=training.scheduler,
             step=step,
             rng_state=capture_rng_state(),
+            data_position=data_position,
         )
         ray.train.report(
             metrics,

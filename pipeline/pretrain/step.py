@@ -69,7 +69,7 @@ def forward_backward(
     train_model.zero_grad(set_to_none=True)
     for index in range(accumulation):
         mel = next(micro_batches)  # (micro, crop_frames, n_mels)
-        debug_hooks.maybe_record_crops(mel, rank=rank, node_id=node_id)
+        debug_hooks.maybe_record_crops(mel, step=step, rank=rank, node_id=node_id)
         last = index == accumulation - 1
         # Gradients are all-reduced once per step, on the last micro-batch.
         sync = contextlib.nullcontext() if last or not hasattr(ddp, "no_sync") else ddp.no_sync()
@@ -81,6 +81,12 @@ def forward_backward(
         loss_sum += loss.detach().float()
     grad_norm = torch.nn.utils.clip_grad_norm_(train_model.parameters(), config.grad_clip_norm)
     return loss_sum / accumulation, grad_norm
+
+
+def seed_step(seed: int, *, rank: int, step: int) -> None:
+    """Seed torch's generator from (run seed, rank, step): each rank's masks differ, and a run resumed at
+    any step draws what an uninterrupted one draws there, with no generator state in the checkpoint."""
+    torch.manual_seed((seed * 1_000_003 + rank * 10_007 + step * 7_919) % 2**63)
 
 
 def reduce_step_outcome(

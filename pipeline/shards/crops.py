@@ -1,9 +1,8 @@
-"""Training reader: a shard directory (local path or URI) -> Ray Dataset of fixed-size random log-mel crops.
+"""Training crops: segment rows of a shard directory (local path or URI) -> fixed-size normalised log-mel crops.
 
-Policies:
-- One crop per segment row per pass; the crop start is drawn from a generator seeded by
-  (`seed`, clip_id), so the same seed gives the same crops on any machine and in any block order.
-  Each epoch of a multi-epoch dataset (`epochs`) crops with its own seed.
+Policies (the stream `pipeline.shards.crop_stream` and the fixed samples `read_crops` share them):
+- One crop per segment row per epoch; its start is a hash of (`seed`, clip id) (`crop_starts`), so the
+  same seed gives the same crops on any machine and in any row order; each epoch crops with its own seed.
 - Normalisation (`normalize=True`) follows the preset recorded in the manifest: presets with
   `normalize_per_clip` (audiomae) standardise each segment by its own mean/std
   (`frontend.normalize_clip`, over the whole segment, before cropping); the others (dasheng) use
@@ -18,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ import pyarrow.parquet as pq
 from pipeline.audio.frontend import normalize_clip
 from pipeline.shards.format import (
     checked_part_names,
-    mel_matrices,
+    flat_mels,
     read_manifest,
     read_shard_table,
 )
@@ -37,9 +36,28 @@ from pipeline.shards.holdout import keep_side
 from pipeline.shards.location import locate_shards
 
 
-def _row_rng(seed: int, clip_id: str) -> np.random.Generator:
-    clip_key = int.from_bytes(hashlib.blake2b(clip_id.encode(), digest_size=8).digest(), "little")
-    return np.random.default_rng([seed, clip_key])
+def clip_keys(clip_ids: Sequence[str]) -> np.ndarray:
+    """uint64 (n,): a stable 64-bit key per clip id (blake2b), the crop position's per-clip input."""
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(clip_id.encode(), digest_size=8).digest(), "little") for clip_id in clip_ids),
+        dtype=np.uint64, count=len(clip_ids),
+    )  # fmt: skip
+
+
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise: well-spread 64-bit outputs from nearby inputs."""
+    with np.errstate(over="ignore"):
+        values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return values ^ (values >> np.uint64(31))
+
+
+def crop_starts(keys: np.ndarray, num_frames: np.ndarray, crop_frames: int, seed: int) -> np.ndarray:
+    """int64 (n,): each row's crop start, uniform over 0..num_frames - crop_frames (0 for a short row),
+    a pure function of (seed, clip key): the same crops on any machine, in any order, vectorised."""
+    spans = np.maximum(np.asarray(num_frames, np.int64) - crop_frames + 1, 1).astype(np.uint64)
+    seeded = _mix64(np.asarray(keys, np.uint64) ^ _mix64(np.full(len(keys), seed % 2**64, np.uint64)))
+    return (seeded % spans).astype(np.int64)  # bias < span / 2**64: none measurable
 
 
 def crop_or_pad(mel: np.ndarray, crop_frames: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,7 +71,8 @@ def crop_or_pad(mel: np.ndarray, crop_frames: int, rng: np.random.Generator) -> 
 
 
 class CropBatch:
-    """map_batches UDF: a pyarrow batch of segment rows -> {"mel": float32 (batch, crop_frames, n_mels)}."""
+    """A pyarrow table of segment rows -> {"mel": float32 (kept rows, crop_frames, n_mels)}, kept rows in
+    table order. Vectorised: the per-row Python is one hash of the clip id (README, the reader budget)."""
 
     def __init__(self, *, crop_frames: int, min_frames: int, seed: int, n_mels: int, split: str | None,
                  per_clip: bool, bin_mean: np.ndarray | None, bin_std: np.ndarray | None):
@@ -61,23 +80,54 @@ class CropBatch:
         self.split, self.per_clip, self.bin_mean, self.bin_std = split, per_clip, bin_mean, bin_std
         self.holdout: tuple[str | None, float] = (None, 0.0)  # (side, fraction): pipeline.shards.holdout
 
-    def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
-        keep = pc.greater_equal(batch["num_frames"], self.min_frames)
+    def columns(self) -> list[str]:
+        """The columns `__call__` reads."""
+        return ["clip_id", "num_frames", "mel"] + (["mel_bin_sum", "mel_bin_sq_sum"] if self.per_clip else []) + (
+            ["split"] if self.split is not None else [])
+
+    def kept_rows(self, table: pa.Table) -> np.ndarray:
+        """bool (rows,): long enough, of the split, on the holdout side."""
+        keep = table["num_frames"].to_numpy() >= self.min_frames
         if self.split is not None:
-            keep = pc.and_(keep, pc.fill_null(pc.equal(batch["split"], self.split), False))
-        side = keep_side(batch["clip_id"].to_pylist(), side=self.holdout[0], fraction=self.holdout[1])
-        if side is not None:
-            keep = pc.and_(keep, pa.array(side))
-        batch = batch.filter(keep)
-        crops = np.empty((batch.num_rows, self.crop_frames, self.n_mels), dtype=np.float32)
-        for row, (clip_id, mel16) in enumerate(zip(batch["clip_id"].to_pylist(), mel_matrices(batch["mel"]))):
-            mel = mel16.astype(np.float32)  # (frames, n_mels)
-            if self.per_clip:
-                mel = normalize_clip(mel)
-            elif self.bin_mean is not None:
-                mel = (mel - self.bin_mean) / self.bin_std
-            crops[row] = crop_or_pad(mel, self.crop_frames, _row_rng(self.seed, clip_id))
-        return {"mel": crops}
+            keep &= pc.fill_null(pc.equal(table["split"], self.split), False).to_numpy(zero_copy_only=False)
+        side = keep_side(table["clip_id"].to_pylist(), side=self.holdout[0], fraction=self.holdout[1])
+        return keep if side is None else keep & side
+
+    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+        return {"mel": self.crop(table.filter(pa.array(self.kept_rows(table))))}
+
+    def crop(self, table: pa.Table) -> np.ndarray:
+        """float32 (rows, crop_frames, n_mels): one normalised crop of every row of `table`."""
+        frames = table["num_frames"].to_numpy().astype(np.int64)
+        flat, offsets = flat_mels(table["mel"], self.n_mels)
+        starts = crop_starts(clip_keys(table["clip_id"].to_pylist()), frames, self.crop_frames, self.seed)
+        positions = (offsets[:-1] + starts)[:, None] + np.arange(self.crop_frames)
+        # A short row's positions stop at its last frame; its padding is written below.
+        crops = flat[np.minimum(positions, offsets[1:, None] - 1)].astype(np.float32)
+        shift, scale = self._normalisation(table, frames)
+        crops -= shift
+        crops /= scale
+        for row in np.flatnonzero(frames < self.crop_frames):  # pad with the segment's minimum: its silence
+            segment = flat[offsets[row] : offsets[row + 1]].astype(np.float32)
+            row_shift, row_scale = (shift[row], scale[row]) if self.per_clip else (shift, scale)
+            crops[row, frames[row] :] = ((segment - row_shift) / row_scale).min()
+        return crops
+
+    def _normalisation(self, table: pa.Table, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shift, scale) with normalised = (mel - shift) / scale, broadcastable to (rows, frames, n_mels)."""
+        if self.per_clip:
+            # frontend.normalize_clip over the whole segment, from prep's float64 per-bin sums of the
+            # stored values: no pass over the frames outside the crop.
+            count = np.maximum(frames * self.n_mels, 1).astype(np.float64)
+            bin_sum = table["mel_bin_sum"].combine_chunks().flatten().to_numpy().reshape(-1, self.n_mels)
+            bin_sq_sum = table["mel_bin_sq_sum"].combine_chunks().flatten().to_numpy().reshape(-1, self.n_mels)
+            mean = bin_sum.sum(axis=1) / count
+            std = np.sqrt(np.maximum(bin_sq_sum.sum(axis=1) / count - mean**2, 0.0))
+            std = np.where(std > 1e-5, std, 1.0)  # a constant segment (digital silence) is only centred
+            return mean.astype(np.float32)[:, None, None], std.astype(np.float32)[:, None, None]
+        if self.bin_mean is not None:
+            return self.bin_mean, self.bin_std
+        return np.float32(0.0), np.float32(1.0)
 
     def with_seed(self, seed: int) -> CropBatch:
         """The same crops policy with another seed (another epoch's crops)."""
@@ -87,7 +137,7 @@ class CropBatch:
 
 
 def count_short_segments(shard_dir: str | Path, *, crop_frames: int, min_frames: int | None = None) -> int:
-    """How many segment rows `crop_dataset` skips for being shorter than `min_frames`."""
+    """How many segment rows the training crops skip for being shorter than `min_frames`."""
     min_frames = crop_frames // 2 if min_frames is None else min_frames
     frames = read_shard_table(shard_dir, columns=["num_frames"])["num_frames"].to_numpy()
     return int((frames < min_frames).sum())
@@ -99,7 +149,7 @@ class ShortSegmentsError(ValueError):
 
 def check_segments_fit_crop(shard_dir: str | Path, *, crop_frames: int, min_frames: int | None = None) -> None:
     """Raise `ShortSegmentsError` when every segment is shorter than `min_frames` (default: half a
-    crop), so `crop_dataset` would skip them all: checked before training starts, since the workers
+    crop), so the training stream would skip them all: checked before training starts, since the workers
     would otherwise wait for a first batch that never comes and fail minutes later."""
     min_frames = crop_frames // 2 if min_frames is None else min_frames
     frames = read_shard_table(shard_dir, columns=["num_frames"])["num_frames"].to_numpy()
@@ -115,8 +165,9 @@ def check_segments_fit_crop(shard_dir: str | Path, *, crop_frames: int, min_fram
     )
 
 
-def _crop_udf(manifest: dict, *, crop_frames: int, seed: int, normalize: bool, split: str | None,
-              min_frames: int | None) -> CropBatch:
+def crop_policy(manifest: dict, *, crop_frames: int, seed: int, normalize: bool = True, split: str | None = None,
+                min_frames: int | None = None) -> CropBatch:
+    """The crops policy of a shard set (its manifest): normalisation, minimum length, seed."""
     per_clip = bool(normalize and manifest["preset"]["normalize_per_clip"])
     use_dataset_stats = normalize and not per_clip
     return CropBatch(
@@ -133,7 +184,7 @@ def _crop_udf(manifest: dict, *, crop_frames: int, seed: int, normalize: bool, s
 
 def pool_normaliser(manifest: dict):
     """float16 (frames, n_mels) -> float32 normalised exactly as the training crops are (RankMe pool)."""
-    crop = _crop_udf(manifest, crop_frames=1, seed=0, normalize=True, split=None, min_frames=None)
+    crop = crop_policy(manifest, crop_frames=1, seed=0, normalize=True, split=None, min_frames=None)
 
     def normalise(mel16: np.ndarray) -> np.ndarray:
         mel = mel16.astype(np.float32)
@@ -158,73 +209,19 @@ def _checked_part_files(shard_dir: str | Path, manifest: dict, split: str | None
     return location, files
 
 
-class CropPartFiles:
-    """map_batches UDF: rows {"path", "seed"} naming part files -> the crops of every segment in them.
-
-    The pyarrow filesystem travels with the UDF, so every node opens the same bucket or folder."""
-
-    def __init__(self, crop: CropBatch, *, filesystem, columns: list[str]):
-        self.crop, self.filesystem, self.columns = crop, filesystem, columns
-
-    def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
-        crops = [
-            self.crop.with_seed(seed)(pq.read_table(path, columns=self.columns, filesystem=self.filesystem))["mel"]
-            for path, seed in zip(batch["path"].to_pylist(), batch["seed"].to_pylist())
-        ]
-        return {"mel": np.concatenate(crops)}
-
-
-def crop_dataset(shard_dir: str | Path, *, crop_frames: int, seed: int, normalize: bool = True,
-                       split: str | None = None, min_frames: int | None = None, num_cpus_per_task: float = 0.5,
-                       file_order_seed: int | None = None, epochs: int = 1,
-                       holdout: tuple[str | None, float] = (None, 0.0)):
-    """See the module docstring; fractional CPUs keep the reader from starving training workers.
-
-    `holdout`: (side, fraction) of `pipeline.shards.holdout`; (None, 0.0) reads every clip.
-    `file_order_seed`: read the part files in an order shuffled with this seed (None: sorted order).
-    `epochs`: that many passes over the shards in one dataset; epoch e crops with `seed + e` and, when
-    `file_order_seed` is given, reads the files in the order of `file_order_seed + e`.
-
-    One read task per part file, listed here from the shard folder: prep wrote the parts, so there
-    is nothing to discover. Ray Data's own Parquet reader lists the files' footers on an actor pool
-    and bin-packs whole files into 128 MiB read units before the first row moves: 9-17 s before the
-    first training batch of the default corpus, against ~1-7 s this way (README, performance notes).
-    """
-    import ray.data
-
-    manifest = read_manifest(shard_dir)
-    location, files = _checked_part_files(shard_dir, manifest, split, crop_frames)
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, got {epochs}")
-    crop = _crop_udf(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=split, min_frames=min_frames)
-    crop.holdout = holdout
-    items = []
-    for epoch in range(epochs):
-        order = list(files)
-        if file_order_seed is not None:
-            random.Random(file_order_seed + epoch).shuffle(order)
-        items += [{"path": path, "seed": seed + epoch} for path in order]
-    columns = ["clip_id", "num_frames", "mel"] + (["split"] if split is not None else [])
-    reader = CropPartFiles(crop, filesystem=location.filesystem, columns=columns)
-    # One block per part file: the stream starts after the first file and memory stays per file.
-    files_dataset = ray.data.from_items(items, override_num_blocks=len(items))
-    return files_dataset.map_batches(reader, batch_format="pyarrow", batch_size=1, num_cpus=num_cpus_per_task)
-
-
 def read_crops(shard_dir: str | Path, *, crop_frames: int, seed: int, limit: int, normalize: bool = True,
                min_frames: int | None = None, holdout: tuple[str | None, float] = (None, 0.0)) -> np.ndarray:
-    """The first `limit` crops of `crop_dataset` (sorted file order, one epoch), read here with
-    plain pyarrow: float32 (n, crop_frames, n_mels), n <= limit. For small fixed samples (RankMe's),
-    where starting a Ray Data job would cost more than reading a file or two."""
+    """The first `limit` crops in sorted file order (one epoch, no shuffle): float32 (n, crop_frames,
+    n_mels), n <= limit. For small fixed samples (the validation crops)."""
     manifest = read_manifest(shard_dir)
     location, files = _checked_part_files(shard_dir, manifest, None, crop_frames)
-    crop = _crop_udf(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=None, min_frames=min_frames)
+    crop = crop_policy(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=None, min_frames=min_frames)
     crop.holdout = holdout
     parts, count = [], 0
     for path in files:
         if count >= limit:
             break
-        table = pq.read_table(path, columns=["clip_id", "num_frames", "mel"], filesystem=location.filesystem)
+        table = pq.read_table(path, columns=crop.columns(), filesystem=location.filesystem)
         parts.append(crop(table)["mel"][: limit - count])
         count += len(parts[-1])
     return np.concatenate(parts) if parts else np.zeros((0, crop_frames, int(manifest["n_mels"])), np.float32)

@@ -121,7 +121,7 @@ def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.n
     for name in checked_part_names(pool.shards_dir, manifest):
         table = pq.read_table(location.child_path(name), columns=["clip_id", "mel"], filesystem=location.filesystem)
         table = table.filter(pc.is_in(table["clip_id"], value_set=pa.array(list(wanted), table["clip_id"].type)))
-        for clip_id, mel16 in zip(table["clip_id"].to_pylist(), mel_matrices(table["mel"])):
+        for clip_id, mel16 in zip(table["clip_id"].to_pylist(), mel_matrices(table["mel"], int(manifest["n_mels"]))):
             pending.extend(_windows(normalise(mel16), pool.crop_frames, wanted[clip_id]))
             while len(pending) >= batch_crops:
                 yield np.stack(pending[:batch_crops])

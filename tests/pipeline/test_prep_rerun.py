@@ -41,7 +41,7 @@ def test_manifest_records_preset_counts_and_hours(shards):
 
 def test_manifest_mean_and_std_match_the_stored_matrices(shards):
     manifest = read_manifest(shards)
-    frames = np.concatenate(mel_matrices(read_shard_table(shards, columns=["mel"])["mel"])).astype(np.float64)
+    frames = np.concatenate(mel_matrices(read_shard_table(shards, columns=["mel"])["mel"], manifest["n_mels"])).astype(np.float64)
     np.testing.assert_allclose(manifest["mean"], frames.mean(axis=0), atol=1e-5)
     np.testing.assert_allclose(manifest["std"], frames.std(axis=0), atol=1e-4)
     assert manifest["total_frames"] == len(frames)
@@ -82,7 +82,7 @@ def test_overwrite_replaces_shards_made_with_other_settings(ray_local, tmp_path)
     manifest = read_manifest(output)
     assert manifest["preset"]["name"] == "dasheng" and manifest["num_rows"] == 7  # 12.5 s: two rows
     table = read_shard_table(output, columns=["mel"])
-    assert table.num_rows == 7 and all(m.shape[1] == 64 for m in mel_matrices(table["mel"]))
+    assert table.num_rows == 7 and all(m.shape[1] == 64 for m in mel_matrices(table["mel"], 64))
 
 
 def test_interrupted_output_without_manifest_is_cleared(tmp_path):

@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import ray.data
 import soundfile
 from prep_helpers import labeled_shards
 
-from pipeline.audio.frontend import compute_log_mel, get_preset, load_audio, to_mono_16k
+from pipeline.audio.frontend import compute_log_mel, get_preset, load_audio, normalize_clip, to_mono_16k
 from pipeline.shards.crops import (
     CropBatch,
+    clip_keys,
     count_short_segments,
-    crop_dataset,
     crop_or_pad,
+    crop_starts,
     read_crops,
 )
 from pipeline.shards.format import (
@@ -86,15 +86,6 @@ def test_crop_or_pad_takes_a_contiguous_window_of_long_input():
     np.testing.assert_array_equal(cropped[:, 0], np.arange(start, start + 20))
 
 
-def test_crop_dataset_yields_fixed_size_float32_batches(shards):
-    dataset = crop_dataset(shards, crop_frames=200, seed=0)
-    batches = list(dataset.iter_torch_batches(batch_size=4))
-    shapes = [tuple(batch["mel"].shape) for batch in batches]
-    assert sum(shape[0] for shape in shapes) == 8 - count_short_segments(shards, crop_frames=200) == 7
-    assert all(shape[1:] == (200, 80) for shape in shapes)
-    assert all(str(batch["mel"].dtype) == "torch.float32" for batch in batches)
-
-
 def crop_udf(seed: int, crop_frames: int = 100, per_clip: bool = True, **overrides) -> CropBatch:
     settings = dict(crop_frames=crop_frames, min_frames=crop_frames // 2, seed=seed, n_mels=80, split=None,
                     per_clip=per_clip, bin_mean=None, bin_std=None)
@@ -109,10 +100,9 @@ def test_crops_are_reproducible_per_seed_whatever_the_row_order(shards):
     assert not np.array_equal(forward, crop_udf(seed=8)(table)["mel"])
 
 
-def test_split_selects_rows_and_unknown_split_is_an_error(shards):
-    assert crop_dataset(shards, crop_frames=150, seed=0, split="test").count() == 2
-    with pytest.raises(ValueError, match="splits present"):
-        crop_dataset(shards, crop_frames=150, seed=0, split="validation")
+def test_split_selects_rows(shards):
+    table = read_shard_table(shards)
+    assert len(crop_udf(seed=0, crop_frames=150, split="test")(table)["mel"]) == 2
 
 
 def test_short_segments_below_min_frames_are_skipped_and_counted(shards):
@@ -149,56 +139,31 @@ def test_stereo_source_rows_equal_the_mono_mean(tmp_path):
     np.testing.assert_allclose(wave, left / 2, atol=1e-7)
 
 
-def _crops_in_read_order(shards, *, file_order_seed):
-    context = ray.data.DataContext.get_current()
-    preserve_order = context.execution_options.preserve_order
-    context.execution_options.preserve_order = True  # rows come out in read order, not completion order
-    try:
-        dataset = crop_dataset(shards, crop_frames=100, seed=3, file_order_seed=file_order_seed)
-        return np.stack([row["mel"] for row in dataset.take_all()])
-    finally:
-        context.execution_options.preserve_order = preserve_order
-
-
-def _file_order(shards, crops) -> tuple[int, ...]:
-    """Which part file each run of crops came from, in the order they were read."""
-    per_file = [crop_udf(seed=3)(pq.read_table(path))["mel"] for path in part_files(shards)]
-    order, row = [], 0
-    while row < len(crops):
-        match = next(i for i, block in enumerate(per_file)
-                     if i not in order and len(block) and np.array_equal(crops[row : row + len(block)], block))
-        order.append(match)
-        row += len(per_file[match])
-    return tuple(order)
-
-
-def test_file_order_seed_shuffles_whole_files_reproducibly(shards):
-    assert sum(1 for path in part_files(shards) if pq.read_metadata(path).num_rows) >= 3, "the fixture needs several part files for an order to mean anything"
-    orders = {seed: _file_order(shards, _crops_in_read_order(shards, file_order_seed=seed)) for seed in range(6)}
-    files_with_rows = [i for i, path in enumerate(part_files(shards)) if pq.read_metadata(path).num_rows]
-    assert all(sorted(order) == files_with_rows for order in orders.values())  # every file read exactly once
-    assert len(set(orders.values())) >= 2  # seeds give different file orders
-    assert _file_order(shards, _crops_in_read_order(shards, file_order_seed=4)) == orders[4]  # and repeat
-    unshuffled = _crops_in_read_order(shards, file_order_seed=None)
-    assert sorted(map(bytes, unshuffled)) == sorted(map(bytes, _crops_in_read_order(shards, file_order_seed=1)))
-
-
-def test_epochs_in_one_dataset_repeat_the_rows_with_each_epochs_own_crops(shards):
-    def crops_of(dataset) -> list[bytes]:
-        return sorted(bytes(row["mel"]) for row in dataset.take_all())
-
-    two_epochs = crops_of(crop_dataset(shards, crop_frames=100, seed=3, file_order_seed=0, epochs=2))
-    epoch_0 = crops_of(crop_dataset(shards, crop_frames=100, seed=3))
-    epoch_1 = crops_of(crop_dataset(shards, crop_frames=100, seed=4))
-    assert len(epoch_0) == 8 and epoch_0 != epoch_1  # every row (>= 50 frames); fresh crops in epoch 2
-    assert two_epochs == sorted(epoch_0 + epoch_1)
-    with pytest.raises(ValueError, match="epochs must be at least 1"):
-        crop_dataset(shards, crop_frames=100, seed=3, epochs=0)
-
-
-def test_read_crops_without_ray_gives_the_first_crops_of_the_unshuffled_dataset(shards):
-    in_order = _crops_in_read_order(shards, file_order_seed=None)
+def test_read_crops_gives_the_first_crops_in_sorted_file_order(shards):
+    in_order = np.concatenate([crop_udf(seed=3)(pq.read_table(path))["mel"] for path in part_files(shards)])
     first_five = read_crops(shards, crop_frames=100, seed=3, limit=5)
     assert first_five.dtype == np.float32 and first_five.shape == (5, 100, 80)
     np.testing.assert_array_equal(first_five, in_order[:5])
     np.testing.assert_array_equal(read_crops(shards, crop_frames=100, seed=3, limit=1000), in_order)
+
+
+def test_vectorised_crops_equal_the_row_by_row_policy(shards):
+    """Each crop is the window crop_starts picks of the normalised segment (frontend.normalize_clip)."""
+    table = read_shard_table(shards)
+    crops = crop_udf(seed=11, crop_frames=300, min_frames=1)(table)["mel"]
+    frames = table["num_frames"].to_numpy()
+    starts = crop_starts(clip_keys(table["clip_id"].to_pylist()), frames, 300, 11)
+    for row, crop in enumerate(crops):
+        segment = normalize_clip(mel_from_row(table.slice(row, 1).to_pylist()[0]))
+        expected = segment[starts[row] : starts[row] + 300]
+        if len(expected) < 300:
+            expected = np.concatenate([expected, np.full((300 - len(expected), 80), segment.min(), np.float32)])
+        np.testing.assert_allclose(crop, expected, atol=2e-4)
+
+
+def test_crop_starts_cover_every_start_evenly():
+    keys = clip_keys([f"clip-{i}" for i in range(20_000)])
+    starts = crop_starts(keys, np.full(20_000, 104), 100, seed=5)  # 5 possible starts
+    counts = np.bincount(starts, minlength=5)
+    assert starts.min() == 0 and starts.max() == 4 and counts.min() > 3_800  # 4,000 each; binomial sd 57
+    assert not np.array_equal(starts, crop_starts(keys, np.full(20_000, 104), 100, seed=6))
