@@ -7,7 +7,7 @@ CPU (default):
 1. samples/s of every debug model in a plain single-process loop on in-memory crops.
 2. Ray Train steady state against that plain loop, on the same model, the same shards and the
    same number of threads: the plain loop trains on crops loaded into memory first (no data
-   cost at all); Ray Train streams random crops from the shards through `get_dataset_shard`.
+   cost at all); Ray Train's worker reads random crops from the shards (`pipeline.shards.crop_stream`).
    Steady state = the samples/s metric of every log window after the first (start-up excluded).
    Target ratio >= 0.8.
 GPU (--gpu): bf16 samples/s and model FLOPs utilisation of audiomae++-base and mae-en768-12
@@ -73,10 +73,9 @@ def synthetic_crops(model_name: str, count: int, overrides: dict | None = None) 
 
 
 def load_crops(shards_dir: str, crop_frames: int, count: int) -> torch.Tensor:
-    from pipeline.shards.crops import crop_dataset
+    from pipeline.shards.crops import read_crops
 
-    rows = crop_dataset(shards_dir, crop_frames=crop_frames, seed=0).limit(count).take_all()
-    return torch.stack([torch.tensor(row["mel"]) for row in rows])  # copies: Ray's arrays are read-only
+    return torch.from_numpy(read_crops(shards_dir, crop_frames=crop_frames, seed=0, limit=count))
 
 
 def ray_train_steady_samples_per_s(model_name: str, shards_dir: str, *, batch_size: int, steps: int, threads: int) -> float:
@@ -158,21 +157,20 @@ def run_gpu(args: argparse.Namespace) -> None:
         torch.cuda.empty_cache()
     shards = Path(args.shards)
     if (shards / "manifest.json").is_file():
-        import ray
-
-        from pipeline.shards.crops import crop_dataset
+        from pipeline.pretrain.data import MicroBatches
+        from pipeline.shards.crop_stream import StreamPlan, StreamPosition
         from pipeline.shards.format import read_manifest
 
-        ray.init(address="local", object_store_memory=2 * 1024**3, include_dashboard=False, log_to_driver=False)
-        try:
-            frames = 200 if read_manifest(shards)["preset"]["name"] == "audiomae" else 1000
-            dataset = crop_dataset(str(shards), crop_frames=frames, seed=0)
-            count, started = 0, time.perf_counter()
-            for batch in dataset.iter_torch_batches(batch_size=args.batch_size, device="cuda"):
-                count += len(batch["mel"])
-            print(f"   crop stream from {shards}: {count / (time.perf_counter() - started):8.1f} crops/s to the GPU")
-        finally:
-            ray.shutdown()
+        frames = 200 if read_manifest(shards)["preset"]["name"] == "audiomae" else 1000
+        plan = StreamPlan(str(shards), crop_frames=frames, seed=0, rank=0, world_size=1)
+        stream = MicroBatches(plan, micro_batch_size=args.batch_size, window_rows=256, device=torch.device("cuda"),
+                              start=StreamPosition())  # fmt: skip
+        count, started = 0, time.perf_counter()
+        while count < 4 * plan.rows_per_epoch:
+            count += len(next(stream))
+        torch.cuda.synchronize()
+        stream.close()
+        print(f"   crop stream from {shards}: {count / (time.perf_counter() - started):8.1f} crops/s to the GPU")
 
 
 def main() -> None:

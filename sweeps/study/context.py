@@ -17,8 +17,8 @@ class StudyContext:
     shards_root: str
     tasks_dir: str
     gpus_per_trial: float = 0.0
-    # The Train worker's logical CPUs. With the trial function's share, one trial holds 1 CPU and
-    # leaves the rest to Ray Data: a read task needs a whole CPU, else the trial deadlocks (Ray issue 44687).
+    # The Train worker's logical CPUs (it trains on one torch thread). With the trial function's share,
+    # one trial holds 1 CPU of Ray's; the worker's crop-reader thread runs on the core Ray leaves free.
     cpus_per_worker: float = 0.5
     global_batch_size: int = 32
     eval_seeds: int = 3

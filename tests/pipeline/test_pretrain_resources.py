@@ -1,4 +1,4 @@
-"""Workers are sized so the crop reader always has CPU: 2 workers on 2 CPUs train instead of hanging."""
+"""Workers are sized to fit the cluster (2 workers on 2 CPUs train) and a size that cannot fit is refused."""
 
 from __future__ import annotations
 
@@ -8,19 +8,15 @@ import sys
 
 import pytest
 
-from pipeline.pretrain.resources import (
-    READER_CPUS,
-    check_workers_fit,
-    default_worker_cpus,
-)
+from pipeline.pretrain.resources import check_workers_fit, default_worker_cpus
 from tests.conftest import REPO_ROOT
 from tests.pipeline.pretrain_testdata import make_tiny_shards
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_default_size_leaves_the_reader_a_share_of_two_cpus(workers):
+def test_default_size_shares_two_cpus(workers):
     cpus = default_worker_cpus(workers, 2.0)
-    assert cpus > 0 and workers * cpus + READER_CPUS <= 2.0
+    assert cpus == (1.0 if workers == 1 else 2.0 / workers)  # one left to the driver when it can be
     check_workers_fit(workers, cpus, 2.0)
 
 
@@ -29,8 +25,9 @@ def test_whole_cpus_when_one_is_left_over():
 
 
 def test_a_size_that_cannot_fit_is_refused_with_the_numbers():
-    with pytest.raises(ValueError, match=r"--num-workers 2 x --cpus-per-worker 1 \+ 0.5 .* = 2.5 CPUs, but Ray has 2"):
-        check_workers_fit(2, 1.0, 2.0)
+    with pytest.raises(ValueError, match=r"--num-workers 2 x --cpus-per-worker 1.5 = 3 CPUs, but Ray has 2.*Fits: --cpus-per-worker 1 "):
+        check_workers_fit(2, 1.5, 2.0)
+    check_workers_fit(2, 1.0, 2.0)  # the crop readers are threads of the workers: no CPU of their own
 
 
 def _pretrain(tmp_path, shards, *args):

@@ -14,9 +14,9 @@ from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.shards.crops import (
     ShortSegmentsError,
     check_segments_fit_crop,
-    crop_dataset,
     read_crops,
 )
+from pipeline.shards.crop_stream import StreamPlan
 from pipeline.shards.format import read_manifest, read_shard_table
 from pipeline.shards.integrity import ShardIntegrityError
 from pipeline.shards.rankme_pool import iter_pool_crops, select_pool
@@ -24,7 +24,7 @@ from pipeline.shards.rankme_pool import iter_pool_crops, select_pool
 pytestmark = pytest.mark.ray
 
 READERS = {
-    "training crops": lambda d: crop_dataset(d, crop_frames=100, seed=0),
+    "training stream": lambda d: StreamPlan(d, crop_frames=100, seed=0, rank=0, world_size=1),
     "validation crops": lambda d: read_crops(d, crop_frames=100, seed=0, limit=4),
     "rankme pool": lambda d: select_pool(d, crop_frames=100, n=2),
     "table": lambda d: read_shard_table(d, columns=["num_frames"]),
@@ -75,14 +75,14 @@ def test_a_truncated_part_file_is_named_with_its_sizes(shards):
     size = victim.stat().st_size
     victim.write_bytes(victim.read_bytes()[: size // 2])
     with pytest.raises(ShardIntegrityError, match=rf"{victim.name} is {size // 2} bytes, manifest.json says {size}"):
-        crop_dataset(shards, crop_frames=100, seed=0)
+        StreamPlan(shards, crop_frames=100, seed=0, rank=0, world_size=1)
 
 
 def test_an_unlisted_part_file_is_refused(shards):
     first = sorted(shards.glob("part-*.parquet"))[0]
     shutil.copy(first, shards / "part-99999-other-run.parquet")
     with pytest.raises(ShardIntegrityError, match="part-99999-other-run.parquet is not listed"):
-        crop_dataset(shards, crop_frames=100, seed=0)
+        StreamPlan(shards, crop_frames=100, seed=0, rank=0, world_size=1)
 
 
 def test_the_pool_iterator_checks_too(shards):
@@ -97,7 +97,7 @@ def test_a_manifest_without_checksums_asks_to_re_run_prep(shards):
     manifest["part_files"] = [record["name"] for record in manifest["part_files"]]  # the old format
     (shards / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ShardIntegrityError, match=r"lists no part-file checksums.*python -m pipeline.prep --input"):
-        crop_dataset(shards, crop_frames=100, seed=0)
+        StreamPlan(shards, crop_frames=100, seed=0, rank=0, world_size=1)
 
 
 def test_a_truncated_manifest_is_named(shards):

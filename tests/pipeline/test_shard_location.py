@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from prep_helpers import labeled_shards
 
-from pipeline.shards.crops import CropBatch, count_short_segments, crop_dataset
+from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
+from pipeline.shards.crops import CropBatch, count_short_segments
 from pipeline.shards.format import (
     part_files,
     read_manifest,
@@ -53,16 +54,16 @@ def test_part_files_of_a_uri_are_uris_that_pyarrow_opens(shards, copied_uri):
     assert sum(pq.read_table(uri).num_rows for uri in uris) == 8
 
 
-def test_crop_dataset_through_a_uri_gives_the_local_crops(shards, copied_uri):
-    remote = crop_dataset(copied_uri, crop_frames=200, seed=3).take_all()
-    assert list(remote[0]) == ["mel"]  # no partition column from the `run=1` folder
-    assert len(remote) == 8 - count_short_segments(copied_uri, crop_frames=200) == 7
-    # The same crops as the UDF makes from the local rows: crops are seeded per clip, so block
-    # order does not matter; compare them ordered by their sums.
+def test_the_training_stream_through_a_uri_gives_the_local_crops(shards, copied_uri):
+    plan = StreamPlan(copied_uri, crop_frames=200, seed=3, rank=0, world_size=1)
+    assert plan.rows_per_epoch == 8 - count_short_segments(copied_uri, crop_frames=200) == 7
+    remote, _ = next(batches(CropStream(plan, window_rows=4), batch_size=7, start=StreamPosition()))
+    # The same crops as the policy makes from the local rows (crops are seeded per clip; the stream
+    # shuffles them, so compare them ordered by their sums).
     udf = CropBatch(crop_frames=200, min_frames=100, seed=3, n_mels=80, split=None, per_clip=True,
                     bin_mean=None, bin_std=None)
-    local = udf(read_shard_table(shards, columns=["clip_id", "num_frames", "mel"]))["mel"]
-    remote_mels = sorted((row["mel"] for row in remote), key=lambda mel: float(mel.sum()))
+    local = udf(read_shard_table(shards))["mel"]
+    remote_mels = sorted(remote, key=lambda mel: float(mel.sum()))
     local_mels = sorted(local, key=lambda mel: float(mel.sum()))
     np.testing.assert_array_equal(np.stack(remote_mels), np.stack(local_mels))
 
@@ -73,7 +74,7 @@ def test_a_uri_without_a_manifest_is_an_error_naming_the_uri(tmp_path):
         read_manifest(uri)
     assert uri in str(error.value) and "copy the whole directory" in str(error.value)
     with pytest.raises(FileNotFoundError, match="empty%20bucket"):
-        crop_dataset(uri, crop_frames=100, seed=0)
+        StreamPlan(uri, crop_frames=100, seed=0, rank=0, world_size=1)
 
 
 def test_a_uri_pyarrow_cannot_open_is_an_error_naming_it():
