@@ -7,9 +7,11 @@ Per model (mae-en768-12: 10 s x 64 mel; audiomae++-base and -large: 2 s x 80 mel
   each part on the tokens it processes; models/masked_autoencoder.py).
 - Crops/s one H100 consumes = peak x MFU / FLOPs per sample, with the dense bf16 peak 989 TFLOP/s
   (NVIDIA H100 SXM datasheet: 1,979 with sparsity, halved) and MFU 0.4 unless `--mfu`.
-- Crops/s per CPU core of the training reader (`pipeline.shards.crop_stream`: read, crop, normalise,
-  shuffle, batch to float32), steady state (the first epoch read is not timed), single-threaded, on
-  1 core and on 2 cores (two ranks of a 2-worker run in two processes, summed, / 2).
+- Crops per CPU-second of the training reader (`pipeline.shards.crop_stream`: read, crop, shuffle,
+  batch; as float16 with the normalisation left to the GPU, as a GPU run reads them, and normalised to
+  float32 on the CPU, as a CPU run does), steady state (the first epoch read is not timed),
+  single-threaded, as 1 process and as 2 at once (two ranks of a 2-worker run, sharing the memory
+  bus). Counted against the process's own CPU time, so other load on the machine does not enter.
 - Cores per GPU = GPU crops/s / reader crops/s per core. Target: at most 4 (an 8-GPU node keeps headroom).
 
 Shard sets, all from the default corpus (built by prep into $AUDIOSCALE_HOME if missing):
@@ -86,8 +88,9 @@ def ten_second_rows(source: Path, target: Path, *, nested: bool) -> Path:
     return target
 
 
-def reader_rate(shards: str, crop_frames: int, rank: int, world_size: int, seconds: float, out) -> None:
-    """Crops/s of one single-threaded rank after its first epoch (run in its own process)."""
+def reader_rate(shards: str, crop_frames: int, rank: int, world_size: int, seconds: float, normalise: bool,
+                out) -> None:
+    """Crops per CPU-second of one single-threaded rank after its first epoch (run in its own process)."""
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
@@ -97,16 +100,17 @@ def reader_rate(shards: str, crop_frames: int, rank: int, world_size: int, secon
     taken = 0
     while taken < plan.rows_per_epoch:  # warm-up: one epoch (page cache, allocator)
         taken += len(next(stream)[0])
-    count, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        count += len(next(stream)[0])
-    out.put(count / (time.perf_counter() - started))
+    count, started = 0, time.process_time()
+    while time.process_time() - started < seconds:
+        raw = next(stream)[0]
+        count += len(raw.normalised() if normalise else raw)
+    out.put(count / (time.process_time() - started))
 
 
-def per_core_rate(shards: str, crop_frames: int, *, cores: int, seconds: float) -> float:
+def per_core_rate(shards: str, crop_frames: int, *, cores: int, seconds: float, normalise: bool) -> float:
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    workers = [context.Process(target=reader_rate, args=(shards, crop_frames, rank, cores, seconds, out))
+    workers = [context.Process(target=reader_rate, args=(shards, crop_frames, rank, cores, seconds, normalise, out))
                for rank in range(cores)]  # fmt: skip
     for worker in workers:
         worker.start()
@@ -133,8 +137,9 @@ def main() -> None:
             for label, nested in (("10 s rows, format 2", False), ("10 s rows, format 1", True)):
                 shard_sets[(preset, label)] = str(ten_second_rows(default, Path(work) / f"{preset}-{nested}", nested=nested))
         results = []
-        print(f"H100 at {args.mfu:.0%} MFU of {H100_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s; reader single-threaded, steady state")
-        rates: dict[tuple[str, int, str, int], float] = {}
+        print(f"H100 at {args.mfu:.0%} MFU of {H100_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s; reader single-threaded, steady "
+              "state, crops per CPU-second (float16 to the GPU / normalised float32 as on a CPU run)")
+        rates: dict[tuple, float] = {}
         for name, preset in MODELS:
             flops, crop_frames = flops_and_crop(name)
             gpu_rate = H100_DENSE_BF16_FLOPS * args.mfu / flops
@@ -143,17 +148,19 @@ def main() -> None:
                 if shard_preset != preset:
                     continue
                 for cores in (1, 2):
-                    key = (preset, crop_frames, label, cores)
-                    if key not in rates:  # audiomae++ base and large read the same crops
-                        rates[key] = per_core_rate(shards, crop_frames, cores=cores, seconds=args.seconds)
-                    per_core = rates[key]
+                    for normalise in (False, True):
+                        key = (preset, crop_frames, label, cores, normalise)
+                        if key not in rates:  # audiomae++ base and large read the same crops
+                            rates[key] = per_core_rate(shards, crop_frames, cores=cores, seconds=args.seconds,
+                                                       normalise=normalise)  # fmt: skip
+                    per_core, normalised = rates[key[:-1] + (False,)], rates[key]
                     need = gpu_rate / per_core
                     verdict = "meets" if need <= TARGET_CORES_PER_GPU else "misses"
-                    print(f"   {label:<20} {cores} core(s): {per_core:8,.0f} crops/s per core -> {need:5.1f} cores per GPU "
-                          f"({verdict} <= {TARGET_CORES_PER_GPU:g})")
+                    print(f"   {label:<20} {cores} process(es): {per_core:7,.0f} / {normalised:7,.0f} crops per CPU-s -> "
+                          f"{need:5.1f} cores per GPU ({verdict} <= {TARGET_CORES_PER_GPU:g})")
                     results.append({"model": name, "gflop_per_sample": flops / 1e9, "gpu_crops_per_s": gpu_rate,
-                                    "shards": label, "cores": cores, "crops_per_s_per_core": per_core,
-                                    "cores_per_gpu": need})  # fmt: skip
+                                    "shards": label, "processes": cores, "crops_per_cpu_s": per_core,
+                                    "crops_per_cpu_s_normalised": normalised, "cores_per_gpu": need})  # fmt: skip
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
 

@@ -14,11 +14,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
-from pipeline.shards.crops import read_crops
+from pipeline.shards.crops import RawCrops, read_crops
 from pipeline.shards.format import read_manifest
 from pipeline.shards.rankme_pool import RankMePool, select_pool
 
@@ -92,7 +93,9 @@ class MicroBatches:
     """This worker's endless micro-batches (micro, crop_frames, n_mels) on `device`, from `start` on.
 
     `position` is where the stream stands after the last micro-batch handed out: what a checkpoint saves.
-    A thread reads ahead; an error there is raised here, at the next micro-batch.
+    A thread reads ahead; an error there is raised here, at the next micro-batch. On a GPU the crops
+    travel as stored (float16) and are normalised there; on a CPU the reader thread normalises them,
+    on the core the training thread does not use.
     """
 
     def __init__(self, plan: StreamPlan, *, micro_batch_size: int, window_rows: int, device: torch.device,
@@ -106,7 +109,8 @@ class MicroBatches:
 
     def _read_ahead(self, source: Iterator) -> None:
         try:
-            for item in source:
+            for raw, position in source:
+                item = (raw.normalised() if self.device.type == "cpu" else raw, position)
                 while not self._stop.is_set():
                     try:
                         self._ready.put(item, timeout=0.5)
@@ -126,7 +130,19 @@ class MicroBatches:
         if isinstance(item, BaseException):
             raise item
         crops, self.position = item
-        return torch.from_numpy(crops).to(self.device, non_blocking=True)
+        if isinstance(crops, np.ndarray):
+            return torch.from_numpy(crops)
+        return normalise_on_device(crops, self.device)
 
     def close(self) -> None:
         self._stop.set()
+
+
+def normalise_on_device(raw: RawCrops, device: torch.device) -> torch.Tensor:
+    """`RawCrops.normalised()` computed on `device`: float32 (n, crop_frames, n_mels)."""
+    mel = torch.from_numpy(raw.mel).to(device, non_blocking=True).float()
+    shift, scale, valid, pad = (torch.from_numpy(array).to(device, non_blocking=True)
+                                for array in (raw.shift, raw.scale, raw.valid, raw.pad))  # fmt: skip
+    crops = (mel - shift[:, None, :]) / scale[:, None, :]
+    padding = torch.arange(crops.shape[1], device=device)[None, :] >= valid[:, None]
+    return torch.where(padding[:, :, None], pad[:, None, None], crops)

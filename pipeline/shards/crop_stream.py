@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.shards.crops import crop_policy
+from pipeline.shards.crops import RawCrops, crop_policy
 from pipeline.shards.format import checked_part_names, read_manifest
 from pipeline.shards.location import locate_shards
 
@@ -89,8 +89,8 @@ class CropStream:
         self.window_rows = max(1, int(window_rows))
         self._decoded: dict[tuple[int, int], pa.Table] = {}  # the row groups of the last window read
 
-    def windows(self, start: StreamPosition) -> Iterator[tuple[np.ndarray, StreamPosition]]:
-        """(float32 crops (n, crop_frames, n_mels), position of the first of them), from `start` on."""
+    def windows(self, start: StreamPosition) -> Iterator[tuple[RawCrops, StreamPosition]]:
+        """(crops as stored, with their normalisation; position of the first of them), from `start` on."""
         epoch, skip = start.epoch, start.offset
         while True:
             files, rows = self.plan.epoch_rows(epoch)
@@ -99,20 +99,20 @@ class CropStream:
                 crops = self._window(epoch, begin // self.window_rows, files[begin : begin + self.window_rows],
                                      rows[begin : begin + self.window_rows])  # fmt: skip
                 drop = max(0, skip - begin)
-                yield crops[drop:], StreamPosition(epoch, begin + drop)
+                yield crops.take(slice(drop, None)), StreamPosition(epoch, begin + drop)
             epoch, skip = epoch + 1, 0
 
-    def _window(self, epoch: int, window: int, files: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def _window(self, epoch: int, window: int, files: np.ndarray, rows: np.ndarray) -> RawCrops:
         policy = self.plan.policy.with_seed(self.plan.seed + epoch)
         parts, decoded = [], {}
         for file_index in dict.fromkeys(files.tolist()):  # files in reading order, each once
             wanted = rows[files == file_index]
             table = self._rows(file_index, wanted, decoded)
-            parts.append(policy.crop(table))
+            parts.append(policy.crop_raw(table))
         self._decoded = decoded
-        crops = np.concatenate(parts)
+        crops = RawCrops.concatenate(parts)
         permutation = np.random.default_rng([self.plan.seed, epoch, self.plan.rank, window]).permutation(len(crops))
-        return crops[permutation]
+        return crops.take(permutation)
 
     def _rows(self, file_index: int, wanted: np.ndarray, decoded: dict) -> pa.Table:
         """Rows `wanted` (ascending) of one part file, decoding only the row groups that hold them."""
@@ -138,18 +138,18 @@ def _local_rows(wanted: np.ndarray, starts: np.ndarray, groups: np.ndarray) -> n
     return wanted - starts[group_of_row] + concatenated_start[np.searchsorted(groups, group_of_row)]
 
 
-def batches(stream: CropStream, *, batch_size: int, start: StreamPosition) -> Iterator[tuple[np.ndarray, StreamPosition]]:
-    """(float32 (batch_size, crop_frames, n_mels), the position after it): batches run across windows
-    and epochs, so no crop is dropped and every batch is full."""
+def batches(stream: CropStream, *, batch_size: int, start: StreamPosition) -> Iterator[tuple[RawCrops, StreamPosition]]:
+    """(`batch_size` crops, the position after them; `RawCrops.normalised()` gives float32 (batch_size,
+    crop_frames, n_mels)): batches run across windows and epochs, so no crop is dropped, every batch full."""
     rows_per_epoch = stream.plan.rows_per_epoch
-    pending: list[np.ndarray] = []
+    pending: list[RawCrops] = []
     count, position = 0, start
     for crops, _ in stream.windows(start):
         pending.append(crops)
         count += len(crops)
         while count >= batch_size:
-            merged = np.concatenate(pending) if len(pending) > 1 else pending[0]
-            batch, rest = merged[:batch_size], merged[batch_size:]
+            merged = RawCrops.concatenate(pending)
+            batch, rest = merged.take(slice(0, batch_size)), merged.take(slice(batch_size, None))
             position = position.advanced(batch_size, rows_per_epoch)
             yield batch, position
             pending, count = [rest], len(rest)

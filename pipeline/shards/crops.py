@@ -16,6 +16,7 @@ Policies (the stream `pipeline.shards.crop_stream` and the fixed samples `read_c
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +71,42 @@ def crop_or_pad(mel: np.ndarray, crop_frames: int, rng: np.random.Generator) -> 
     return np.concatenate([mel, padding])
 
 
+@dataclasses.dataclass(frozen=True)
+class RawCrops:
+    """Crops as stored (float16) and what makes them training crops: normalised = (mel - shift) / scale,
+    then frames from `valid` on set to `pad`. The reader moves these, half the bytes of float32 crops,
+    and the normalisation runs once where the batch lands (`pipeline.pretrain.data`): on a GPU, on it."""
+
+    mel: np.ndarray  # float16 (n, crop_frames, n_mels)
+    shift: np.ndarray  # float32 (n, n_mels)
+    scale: np.ndarray  # float32 (n, n_mels)
+    valid: np.ndarray  # int64 (n,): the crop's frames that hold the segment; the rest is padding
+    pad: np.ndarray  # float32 (n,): the padding's normalised value (the segment's minimum)
+
+    def __len__(self) -> int:
+        return len(self.mel)
+
+    def normalised(self) -> np.ndarray:
+        """float32 (n, crop_frames, n_mels)."""
+        crops = self.mel.astype(np.float32)
+        crops -= self.shift[:, None, :]
+        crops /= self.scale[:, None, :]
+        padding = np.arange(crops.shape[1])[None, :] >= self.valid[:, None]
+        if padding.any():
+            crops[padding] = np.broadcast_to(self.pad[:, None], padding.shape)[padding][:, None]
+        return crops
+
+    def take(self, index) -> RawCrops:
+        return RawCrops(*(getattr(self, field.name)[index] for field in dataclasses.fields(self)))
+
+    @staticmethod
+    def concatenate(parts: Sequence[RawCrops]) -> RawCrops:
+        if len(parts) == 1:
+            return parts[0]
+        return RawCrops(*(np.concatenate([getattr(part, field.name) for part in parts])
+                          for field in dataclasses.fields(RawCrops)))  # fmt: skip
+
+
 class CropBatch:
     """A pyarrow table of segment rows -> {"mel": float32 (kept rows, crop_frames, n_mels)}, kept rows in
     table order. Vectorised: the per-row Python is one hash of the clip id (README, the reader budget)."""
@@ -98,23 +135,27 @@ class CropBatch:
 
     def crop(self, table: pa.Table) -> np.ndarray:
         """float32 (rows, crop_frames, n_mels): one normalised crop of every row of `table`."""
+        return self.crop_raw(table).normalised()
+
+    def crop_raw(self, table: pa.Table) -> RawCrops:
+        """The crops of every row of `table` as stored (float16), with what normalises and pads them."""
         frames = table["num_frames"].to_numpy().astype(np.int64)
         flat, offsets = flat_mels(table["mel"], self.n_mels)
         starts = crop_starts(clip_keys(table["clip_id"].to_pylist()), frames, self.crop_frames, self.seed)
         positions = (offsets[:-1] + starts)[:, None] + np.arange(self.crop_frames)
-        # A short row's positions stop at its last frame; its padding is written below.
-        crops = flat[np.minimum(positions, offsets[1:, None] - 1)].astype(np.float32)
+        # A short row's positions stop at its last frame; `valid` marks where its padding starts.
+        mel = flat[np.minimum(positions, offsets[1:, None] - 1)]
         shift, scale = self._normalisation(table, frames)
-        crops -= shift
-        crops /= scale
+        shift = np.broadcast_to(shift, (len(frames), self.n_mels)).astype(np.float32)
+        scale = np.broadcast_to(scale, (len(frames), self.n_mels)).astype(np.float32)
+        pad = np.zeros(len(frames), np.float32)
         for row in np.flatnonzero(frames < self.crop_frames):  # pad with the segment's minimum: its silence
             segment = flat[offsets[row] : offsets[row + 1]].astype(np.float32)
-            row_shift, row_scale = (shift[row], scale[row]) if self.per_clip else (shift, scale)
-            crops[row, frames[row] :] = ((segment - row_shift) / row_scale).min()
-        return crops
+            pad[row] = ((segment - shift[row]) / scale[row]).min()
+        return RawCrops(mel=mel, shift=shift, scale=scale, valid=np.minimum(frames, self.crop_frames), pad=pad)
 
     def _normalisation(self, table: pa.Table, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(shift, scale) with normalised = (mel - shift) / scale, broadcastable to (rows, frames, n_mels)."""
+        """(shift, scale) with normalised = (mel - shift) / scale, broadcastable to (rows, n_mels)."""
         if self.per_clip:
             # frontend.normalize_clip over the whole segment, from prep's float64 per-bin sums of the
             # stored values: no pass over the frames outside the crop.
@@ -124,7 +165,7 @@ class CropBatch:
             mean = bin_sum.sum(axis=1) / count
             std = np.sqrt(np.maximum(bin_sq_sum.sum(axis=1) / count - mean**2, 0.0))
             std = np.where(std > 1e-5, std, 1.0)  # a constant segment (digital silence) is only centred
-            return mean.astype(np.float32)[:, None, None], std.astype(np.float32)[:, None, None]
+            return mean.astype(np.float32)[:, None], std.astype(np.float32)[:, None]
         if self.bin_mean is not None:
             return self.bin_mean, self.bin_std
         return np.float32(0.0), np.float32(1.0)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from prep_helpers import labeled_shards
 
-from pipeline.pretrain.data import MicroBatches
+from pipeline.pretrain.data import MicroBatches, normalise_on_device
 from pipeline.pretrain.data_position import implied_position, resume_position
 from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
 from pipeline.shards.crops import crop_policy
@@ -34,7 +34,7 @@ def epoch_crops(shards, *, seed: int, rank: int, world_size: int, epoch: int = 0
     plan = StreamPlan(str(shards), crop_frames=CROP, seed=seed, rank=rank, world_size=world_size)
     stream = batches(CropStream(plan, window_rows=window), batch_size=plan.rows_per_epoch,
                      start=StreamPosition(epoch, 0))  # fmt: skip
-    return next(stream)[0]
+    return next(stream)[0].normalised()
 
 
 def all_crops_of_epoch(shards, seed: int, epoch: int) -> list[str]:
@@ -75,7 +75,7 @@ def test_a_stream_started_at_any_saved_position_continues_identically(shards):
     for cut in (1, 4, 7):
         resumed = batches(CropStream(plan, window_rows=3), batch_size=3, start=uninterrupted[cut - 1][1])
         for (expected, position), (crop, resumed_position) in zip(uninterrupted[cut:], resumed):
-            np.testing.assert_array_equal(crop, expected)
+            np.testing.assert_array_equal(crop.normalised(), expected.normalised())
             assert resumed_position == position
 
 
@@ -100,10 +100,21 @@ def test_micro_batches_read_ahead_and_track_the_position(shards):
         for crops, position in expected:
             batch = next(micro)
             assert batch.dtype == torch.float32 and tuple(batch.shape) == (3, CROP, 80)
-            np.testing.assert_array_equal(batch.numpy(), crops)
+            np.testing.assert_array_equal(batch.numpy(), crops.normalised())
             assert micro.position == position
     finally:
         micro.close()
+
+
+def test_crops_normalised_where_they_land_equal_the_policy_s_own(shards):
+    """On a GPU the float16 crops are normalised and padded on the device: the same numbers (torch, CPU here)."""
+    policy = crop_policy(read_manifest(shards), crop_frames=300, seed=5)  # rows of 81..501 frames: some padded
+    raw = policy.crop_raw(read_shard_table(shards))
+    assert raw.mel.dtype == np.float16 and (raw.valid < 300).sum() >= 2
+    on_device = normalise_on_device(raw, torch.device("cpu")).numpy()
+    np.testing.assert_allclose(on_device, raw.normalised(), rtol=1e-6, atol=1e-6)
+    short = int(np.argmin(raw.valid))
+    assert np.all(on_device[short, raw.valid[short] :] == raw.pad[short])
 
 
 def test_a_read_error_in_the_reader_thread_reaches_the_training_thread(shards, tmp_path):
