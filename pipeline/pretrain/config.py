@@ -156,7 +156,7 @@ class PretrainConfig:
     )
     max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
     shuffle_buffer_crops: int = flag(
-        "--shuffle-buffer-crops", 256, "per-worker local shuffle of the streamed crops (0: off)"
+        "--shuffle-buffer-crops", 256, "rows each worker reads and shuffles together (0: no shuffle)"
     )
 
     def __post_init__(self) -> None:

@@ -147,3 +147,12 @@ def test_resume_position_prefers_the_record_and_explains_a_fallback():
     assert moved == StreamPosition(2, 6) and "2 worker(s), this run has 4" in said[-1]
     assert resume_position(None, step=7, world_size=2, crops_per_step=4, rows_per_epoch=11, say=said.append) == moved
     assert "no data position" in said[-1]
+
+
+def test_no_shuffle_reads_the_rows_in_the_epochs_file_order(shards):
+    plan = StreamPlan(str(shards), crop_frames=CROP, seed=4, rank=0, world_size=1)
+    crops = next(batches(CropStream(plan, window_rows=0), batch_size=8, start=StreamPosition()))[0].normalised()
+    files, rows = plan.epoch_rows(0)
+    policy = crop_policy(read_manifest(shards), crop_frames=CROP, seed=4)
+    tables = [pq.read_table(plan.paths[file]).slice(row, 1) for file, row in zip(files.tolist(), rows.tolist())]
+    np.testing.assert_array_equal(crops, np.concatenate([policy.crop(table) for table in tables]))
