@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from urllib.parse import urlparse
 
 from sweeps.scaling import build_parser
 
