@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from pretrain_testdata import make_tiny_shards
 from ray.job_submission import JobStatus, JobSubmissionClient
+from ray_head import running_ray_head
 
 from pipeline import tracking
 from pipeline.checkpoint import read_checkpoint_meta
@@ -64,53 +61,11 @@ def test_two_nodes_keep_ranks_identical_on_disjoint_data(shards_dir, tmp_path):
     assert len(set(crops[0]) | set(crops[1])) == 32
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.fixture()
 def ray_head(tmp_path):
-    """`ray start --head --block` on free ports; stopped by signalling that process only (a
-    `ray stop` would also stop every other Ray instance on the machine).
-
-    Its own short --temp-dir keeps `ray_current_cluster` out of /tmp/ray: left there after the
-    head stops, it makes every later `ray.init(num_cpus=...)` on the machine try to join it.
-    """
-    gcs, dashboard, agent, agent_grpc, metrics, client, runtime_env = _free_ports(7)
-    temp_dir = tempfile.mkdtemp(prefix="rayhead-", dir="/tmp")  # short: Unix socket paths are capped
-    command = [
-        "ray", "start", "--head", "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}",
-        f"--port={gcs}", "--num-cpus=2", f"--object-store-memory={512 * 1024**2}",
-        "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
-        f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
-        f"--metrics-export-port={metrics}", f"--ray-client-server-port={client}",
-        f"--runtime-env-agent-port={runtime_env}",
-    ]
-    head = subprocess.Popen(command, env=_subprocess_env(), stdout=open(tmp_path / "head.log", "w"),
-                            stderr=subprocess.STDOUT)
-    address = f"http://127.0.0.1:{dashboard}"
-    deadline = time.monotonic() + 120
-    while subprocess.run(["ray", "job", "list", "--address", address], env=_subprocess_env(),
-                         capture_output=True).returncode != 0:
-        assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "the Ray head did not serve the job API within 120 s"
-        time.sleep(2)
-    try:
+    """A private `ray start --head` on free ports (tests/pipeline/ray_head.py), stopped after the test."""
+    with running_ray_head(tmp_path, env=_subprocess_env()) as address:
         yield address
-    finally:
-        head.terminate()
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_ray_job_submit_runs_pretraining_to_a_checkpoint(ray_head, shards_dir, tmp_path):
