@@ -205,3 +205,15 @@ def test_a_probe_other_than_the_studys_is_refused(logged_study, tasks_dir, capsy
     argv = ["--hear-module", TOY, "--study", "toy", "--tracking-uri", uri, "--tasks-dir", str(tasks_dir), "--probe", "knn"]
     assert run_cli(main, "evaluate", argv) == 2
     assert "--probe linear" in capsys.readouterr().err
+
+
+def test_a_model_without_the_hear_attributes_is_named(tmp_path, monkeypatch, tasks_dir, capsys):
+    (tmp_path / "rateless_hear.py").write_text(
+        "class Model:\n    scene_embedding_size = 8\n\n"
+        "def load_model(model_file_path=''):\n    return Model()\n\n"
+        "def get_scene_embeddings(audio, model):\n    return audio[:, :8]\n"
+    )  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = run_cli(main, "evaluate", ["--hear-module", "rateless_hear", "--tasks-dir", str(tasks_dir), "--no-mlflow"])
+    error = capsys.readouterr().err
+    assert code == 2 and "rateless_hear: load_model returned a model without integer sample_rate" in error
