@@ -48,7 +48,7 @@ def _pool(args: argparse.Namespace, tracking_uri: str, study_run: str | None) ->
             raise UserError("--rankme-shards with --hear-module needs --rankme-crop-frames N (the pool's crop length)")
         return select_pool(args.rankme_shards, crop_frames=args.rankme_crop_frames, n=args.rankme_n)
     if study_run is not None and args.rankme_n is not None:
-        raise UserError(f"--rankme-n with --study: the study's pool sets N; add --rankme-shards (and "
+        raise UserError("--rankme-n with --study: the study's pool sets N; add --rankme-shards (and "
                         "--rankme-crop-frames) to measure on another pool, whose R does not compare with the trials'")
     if study_run is None:
         warnings.warn("no --study and no --rankme-shards: R has no pool to be measured on (recorded as NaN)", stacklevel=2)

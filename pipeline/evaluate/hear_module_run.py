@@ -24,8 +24,17 @@ import torchaudio
 
 from pipeline.evaluate.hear_module import HearModule
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
-from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SceneProbe, probe_task, split_arrays
-from pipeline.evaluate.run import DEFAULT_TASK_RANKME_N, EvaluationResult, task_audio_rankme
+from pipeline.evaluate.probes.scene import (
+    DEFAULT_SEEDS,
+    SceneProbe,
+    probe_task,
+    split_arrays,
+)
+from pipeline.evaluate.run import (
+    DEFAULT_TASK_RANKME_N,
+    EvaluationResult,
+    task_audio_rankme,
+)
 from pipeline.evaluate.scores import TaskScore, quality_q
 from pipeline.evaluate.task_data import (
     HEAR_SAMPLE_RATE_HZ,

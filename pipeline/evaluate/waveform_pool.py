@@ -46,8 +46,8 @@ def _read_seconds(path: Path, start_s: float, seconds: float) -> tuple[np.ndarra
     try:
         with soundfile.SoundFile(str(path)) as handle:
             rate = handle.samplerate
-            handle.seek(min(int(round(start_s * rate)), handle.frames))
-            block = handle.read(int(round(seconds * rate)), dtype="float32", always_2d=True)
+            handle.seek(min(round(start_s * rate), handle.frames))
+            block = handle.read(round(seconds * rate), dtype="float32", always_2d=True)
     except (OSError, RuntimeError, soundfile.LibsndfileError) as error:
         raise FileNotFoundError(
             f"the RankMe pool's source audio {path} cannot be read ({error}); a waveform model's R needs the audio "
@@ -60,7 +60,7 @@ def pool_crop_waveforms(pool: RankMePool, sample_rate_hz: int) -> Iterator[np.nd
     """Each pool crop as float32 (crop samples,) at `sample_rate_hz`, in pool order (see the module doc)."""
     manifest = read_manifest(pool.shards_dir)
     crop_s = pool.crop_frames * float(manifest.get("hop_ms") or manifest["preset"]["hop_ms"]) / 1000.0
-    crop_samples = int(round(crop_s * sample_rate_hz))
+    crop_samples = round(crop_s * sample_rate_hz)
     wanted = dict(pool.rows)
     table = read_shard_table(pool.shards_dir, columns=["clip_id", "source", "offset_s", "duration_s"])
     table = table.filter(pc.is_in(table["clip_id"], value_set=pa.array(list(wanted), table["clip_id"].type)))

@@ -4,7 +4,7 @@
 (pretraining's params `rankme_shards_dir` or `shards_dir`, `crop_frames`, `rankme_n`, and the pool
 fingerprint `rankme_pool`), choosing the pool most trials share; the fingerprint must come out the
 same, so the external R is comparable with the trials' (same clips, offsets, crop length and N).
-`log_external_point` writes the evaluation as a child run `<study>/external/<label>` of the study
+`log_external_point` writes the evaluation as a child run `external-<label>@<study>` of the study
 run, tagged as external (sweeps.study.external_points): metrics `rankme`, `q`, `score/<task>`
 and the evaluation's own (`pipeline.evaluate.tracking.evaluation_metrics`), the module's name and
 the model file's sha256 as tags and params. Refitting the study (`python -m sweeps.laws --study
@@ -13,6 +13,7 @@ NAME`) draws it on the Q(R) figure and leaves it out of the fits.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections import Counter
 from typing import Any
@@ -24,6 +25,7 @@ from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.evaluate.tracking import evaluation_metrics
 from pipeline.shards.rankme_pool import RankMePool, select_pool
 from sweeps.report.fits import TASK_SCORE_PREFIX
+from sweeps.study.context import child_run_name
 from sweeps.study.external_points import (
     EXTERNAL_TAG,
     HEAR_MODULE_TAG,
@@ -59,7 +61,7 @@ def study_rankme_pool(tracking_uri: str, parent_run_id: str, study_name: str) ->
     params, tags = next((run["params"], run["tags"]) for run in trials if run["params"]["rankme_pool"] == fingerprint)
     shards = _recorded_text(params, "rankme_shards_dir") or _recorded_text(params, "shards_dir")
     n = number(tags.get("resumed_param.rankme_n", params.get("rankme_n")))
-    pool = select_pool(shards, crop_frames=int(params["crop_frames"]), n=None if n != n else int(n))
+    pool = select_pool(shards, crop_frames=int(params["crop_frames"]), n=None if math.isnan(n) else int(n))
     if pool.fingerprint != fingerprint:
         raise UserError(f"--study {study_name}: the pool re-derived from {shards} has fingerprint {pool.fingerprint}, "
                         f"the trials measured on {fingerprint}: the shards changed since; pass --rankme-shards DIR "
@@ -80,8 +82,10 @@ def log_external_point(
     tags = {EXTERNAL_TAG: "true", HEAR_MODULE_TAG: hear.name, MODEL_DIGEST_TAG: hear.model_file_digest,
             "audioscale.stage": "evaluate", "eval_rankme_pool": result.rankme_pool,
             "eval_rankme_capped": str(result.rankme_capped).lower()}  # fmt: skip
-    run = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT,
-                                       run_name=f"{study_name}/external/{label}", parent_run_id=parent_run_id, tags=tags)
+    run = tracking.start_or_resume_run(
+        tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=child_run_name(study_name, f"external-{label}"),
+        parent_run_id=parent_run_id, tags=tags,
+    )  # fmt: skip
     run.log_params(_params(result, hear, label=label, tasks_dir=tasks_dir))
     scores = {f"{TASK_SCORE_PREFIX}{task}": score["mean"] for task, score in result.task_scores.items()}
     run.log_metrics({**evaluation_metrics(result), **scores, "eval_rankme_n": result.rankme_n}, step=0)

@@ -32,11 +32,28 @@ from pipeline.shards.rankme_pool import select_pool
 from sweeps.report.external_points import EXTERNAL_LEGEND
 from sweeps.report.figures import study_figures
 from sweeps.report.fits import fit_study_laws
-from sweeps.study.external_points import EXTERNAL_TAG, HEAR_MODULE_TAG, MODEL_DIGEST_TAG, external_points_table
-from sweeps.study.tracking import STUDY_EXPERIMENT, TrialResult, log_trial_result, refit_study, trial_table_from_runs
+from sweeps.study.external_points import (
+    EXTERNAL_TAG,
+    HEAR_MODULE_TAG,
+    MODEL_DIGEST_TAG,
+    external_points_table,
+)
+from sweeps.study.tracking import (
+    STUDY_EXPERIMENT,
+    TrialResult,
+    log_trial_result,
+    refit_study,
+    trial_table_from_runs,
+)
 from tests.pipeline import toy_hear_module
 from tests.pipeline.hear_task_fixtures import build_tiny_tasks
-from tests.pipeline.waveform_pool_fixtures import CROP_FRAMES, SEGMENT_S, SOURCE_SECONDS, SOURCES, write_audio_shards
+from tests.pipeline.waveform_pool_fixtures import (
+    CROP_FRAMES,
+    SEGMENT_S,
+    SOURCE_SECONDS,
+    SOURCES,
+    write_audio_shards,
+)
 
 TOY = "tests.pipeline.toy_hear_module"
 SOURCE_RATE_HZ = 16_000
@@ -148,7 +165,7 @@ def test_cli_logs_a_third_party_module_as_an_external_child_of_the_study(logged_
     external = [run for run in runs if run["tags"].get(EXTERNAL_TAG) == "true"]
     assert len(external) == 1 and len(runs) == 6
     run = external[0]
-    assert run["run_name"] == f"toy/external/{TOY}" and run["status"] == "FINISHED"
+    assert run["run_name"] == f"external-{TOY}@toy" and run["status"] == "FINISHED"
     assert run["tags"][HEAR_MODULE_TAG] == TOY
     assert run["tags"][MODEL_DIGEST_TAG] == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert run["params"]["sample_rate"] == "32000" and run["params"]["probe_schedule"] == "linear"
