@@ -23,7 +23,7 @@ from sweeps.report.early_prediction import (
     early_points,
     pearson_early_prediction,
 )
-from sweeps.report.external_points import plot_external_points
+from sweeps.report.external_points import drawable_external_points, plot_external_points
 from sweeps.report.figure_style import (
     connect_checkpoints,
     label_points,
@@ -40,6 +40,7 @@ from sweeps.report.fits import (
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 FIGURE_SIZE_IN = (5.0, 3.8)
+EXTERNAL_LEGEND_WIDTH_IN = 2.4  # the legend moves beside the axes when outside models are drawn
 
 
 def _curve_axis(values: pd.Series) -> np.ndarray:
@@ -70,7 +71,8 @@ def plot_quality_vs(
     trials, _ = usable_trials(table)
     if rows is not None:
         trials = trials[rows.to_numpy()]
-    figure = ax.figure if ax is not None else plt.figure(figsize=FIGURE_SIZE_IN)
+    width_in = FIGURE_SIZE_IN[0] + (EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0)
+    figure = ax.figure if ax is not None else plt.figure(figsize=(width_in, FIGURE_SIZE_IN[1]))
     ax = ax if ax is not None else figure.add_subplot()
     connect_checkpoints(ax, trials, column)
     q_error_bars(ax, trials, column, info or StudyInfo())
@@ -97,7 +99,8 @@ def plot_quality_vs(
     readable_log_ticks(ax, pd.concat([trials[column], placed["rankme"]]) if len(placed) else trials[column])
     ax.set_xlabel(label)
     ax.set_ylabel("quality Q")
-    ax.legend(fontsize="small")
+    # Beside the axes when outside models are drawn: inside, "best" can still cover a lone diamond.
+    ax.legend(fontsize="small", **({"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if len(placed) else {}))
     return figure
 
 
@@ -117,7 +120,8 @@ def plot_rankme_views(
         figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
-    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0
+    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0 + extra_in, 4.2))
     plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external)
     plot_quality_vs(
         table, "rankme", study.fits[CONVERGED_VIEW], label=label, ax=converged_ax, rows=converged_rows(trials),
