@@ -14,6 +14,7 @@ from models.heads.frame_attention import ATTENTION_KINDS
 from pipeline import paths
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.cli_errors import UserError, run_cli
+from pipeline.evaluate.hear_module_cli import add_hear_module_arguments, run_hear_module
 from pipeline.evaluate.probes.grid import (
     PROBE_SCHEDULES,
     ProbeTrainingConfig,
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="checkpoint directory (model.safetensors + model.json)")
     source.add_argument("--run-id", help="MLflow id of a pretraining run: evaluates its newest checkpoint")
+    source.add_argument(
+        "--hear-module", metavar="PKG.MODULE",
+        help="any module implementing the HEAR API (load_model, get_scene_embeddings): R on the RankMe pool as "
+        "audio at its sample_rate, Q on the tasks; with --study, an external point of that study",
+    )  # fmt: skip
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task names")
     parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory; None: $AUDIOSCALE_HOME/tasks")
     # RankMe R is measured on the RankMe pool (pretraining-domain crops); task-audio RankMe is a diagnostic.
@@ -102,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the CPU cores, at most 4, on CPU; 1 on a GPU",
     )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    add_hear_module_arguments(parser)
     return parser
 
 
@@ -150,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers if args.workers is not None else default_workers(args.device)
     if workers < 1:
         raise SystemExit("--workers must be positive")
+    if args.hear_module:
+        return run_hear_module(args, probe_training)
+    if args.study or args.model_file or args.label or args.rankme_crop_frames is not None:
+        raise UserError("--study, --model-file, --label and --rankme-crop-frames go with --hear-module")
     checkpoint_dir = Path(args.checkpoint) if args.checkpoint else checkpoint_dir_of_run(args.tracking_uri, args.run_id)
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()

@@ -67,6 +67,7 @@ class EvaluationResult:
     lid_probe: dict | None = None  # LidProbeConfig as a dict when language-ID tasks used the LID head
     seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
     run_id: str | None = None
+    hear_module: str = ""  # set when an outside HEAR module was scored (checkpoint_dir: its model file)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,7 +112,7 @@ def evaluate_checkpoint(
     # Task order, not finishing order: the RankMe sample must not depend on which worker was faster.
     task_scores: dict[str, TaskScore] = {task.name: finished[task.name].score for task in tasks}
     all_features = [finished[task.name].features for task in tasks]
-    task_value = _rankme_of(np.concatenate(all_features), task_rankme_n)
+    task_value = task_audio_rankme(np.concatenate(all_features), task_rankme_n)
     seconds.update(rankme_pool=seconds_rankme, total=time.perf_counter() - started)
     return EvaluationResult(
         checkpoint_dir=str(Path(checkpoint_dir).resolve()),
@@ -172,7 +173,8 @@ def _score_tasks(
     return finished, seconds
 
 
-def _rankme_of(features: np.ndarray, rankme_n: int):
+def task_audio_rankme(features: np.ndarray, rankme_n: int):
+    """The diagnostic task-audio RankMe: a seeded sample of `rankme_n` task clips' scene embeddings."""
     if len(features) < rankme_n:
         warnings.warn(
             f"task RankMe asked for N={rankme_n} but the tasks hold {len(features)} clips; using all "
@@ -227,9 +229,10 @@ def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Pat
 
 def format_table(result: EvaluationResult) -> str:
     """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
+    scored = (f"HEAR module {result.hear_module} (model file {result.checkpoint_dir or 'none'})" if result.hear_module
+              else f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step})")
     lines = [
-        f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step}), {result.seeds} seeds, "
-        f"probe {result.probe_protocol.get('schedule', '?')}",
+        f"{scored}, {result.seeds} seeds, probe {result.probe_protocol.get('schedule', '?')}",
         f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI (over)",
     ]
     for row in results_rows(result):

@@ -60,7 +60,7 @@ def _finite(value: float) -> bool:
     return value is not None and not math.isnan(value)
 
 
-def _evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
+def evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
     """Q, RankMe, each task's score with its interval where one exists, and the timings."""
     metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k,
                "task_rankme": result.task_rankme}
@@ -119,7 +119,7 @@ def log_evaluation(
             **{f"{task}/probe": score.get("probe", "") for task, score in result.task_scores.items()},
         }
     )
-    run.log_metrics(_evaluation_metrics(result), step=result.step)
+    run.log_metrics(evaluation_metrics(result), step=result.step)
     with tempfile.TemporaryDirectory(prefix="audioscale-eval-") as directory:
         for path in write_results(result, directory):
             run.log_artifact(path, artifact_path="evaluation")

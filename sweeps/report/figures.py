@@ -23,6 +23,7 @@ from sweeps.report.early_prediction import (
     early_points,
     pearson_early_prediction,
 )
+from sweeps.report.external_points import drawable_external_points, plot_external_points
 from sweeps.report.figure_style import (
     connect_checkpoints,
     label_points,
@@ -39,6 +40,7 @@ from sweeps.report.fits import (
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 FIGURE_SIZE_IN = (5.0, 3.8)
+EXTERNAL_LEGEND_WIDTH_IN = 2.4  # the legend moves beside the axes when outside models are drawn
 
 
 def _curve_axis(values: pd.Series) -> np.ndarray:
@@ -57,17 +59,20 @@ def plot_quality_vs(
     frontier: np.ndarray | None = None,
     rows: pd.Series | None = None,
     info: StudyInfo | None = None,
+    external: pd.DataFrame | None = None,
 ) -> Figure:
     """Q against one scale variable (log axis), with the fitted law and its bootstrap band over the
     data's range, each trial named, checkpoints of a trial joined, informative Q error bars.
 
     `frontier` (per usable trial) rings the points the fit was made on (Q(C)'s efficiency frontier);
-    `rows` (per usable trial) restricts the points drawn (Fig. 1b: converged checkpoints only).
+    `rows` (per usable trial) restricts the points drawn (Fig. 1b: converged checkpoints only);
+    `external` (Q(R) only: name, rankme, q) adds outside models as named diamonds, not fitted.
     """
     trials, _ = usable_trials(table)
     if rows is not None:
         trials = trials[rows.to_numpy()]
-    figure = ax.figure if ax is not None else plt.figure(figsize=FIGURE_SIZE_IN)
+    width_in = FIGURE_SIZE_IN[0] + (EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0)
+    figure = ax.figure if ax is not None else plt.figure(figsize=(width_in, FIGURE_SIZE_IN[1]))
     ax = ax if ax is not None else figure.add_subplot()
     connect_checkpoints(ax, trials, column)
     q_error_bars(ax, trials, column, info or StudyInfo())
@@ -89,32 +94,38 @@ def plot_quality_vs(
         span = float(np.ptp(trials["q"])) or 0.05
         if fit.params["q_inf"] <= trials["q"].max() + span:  # far above the data it only squashes the points
             ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
+    placed = plot_external_points(ax, external)
     ax.set_xscale("log")
-    readable_log_ticks(ax, trials[column])
+    readable_log_ticks(ax, pd.concat([trials[column], placed["rankme"]]) if len(placed) else trials[column])
     ax.set_xlabel(label)
     ax.set_ylabel("quality Q")
-    ax.legend(fontsize="small")
+    # Beside the axes when outside models are drawn: inside, "best" can still cover a lone diamond.
+    ax.legend(fontsize="small", **({"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if len(placed) else {}))
     return figure
 
 
-def plot_rankme_views(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> Figure:
+def plot_rankme_views(
+    table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, external: pd.DataFrame | None = None
+) -> Figure:
     """Paper Fig. 1: (a) Q(R) over all checkpoints; (b) over converged ones, when the table says which.
-    Titled with the study, grid, probe and number of points."""
+    Titled with the study, grid, probe and number of points (trials only); `external` models are
+    drawn on each view as in the paper's Table IV (*), apart from the trials and not fitted."""
     info = info or StudyInfo()
     trials, _ = usable_trials(table)
     points = checkpoint_rows(trials)  # (a) every evaluated checkpoint, as Q(R) is fitted
     label = rankme_axis_label(trials)
     title = info.title("Q(R)", len(points))
     if CONVERGED_VIEW not in study.fits:
-        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info)
+        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info, external=external)
         figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
-    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))
-    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info)
+    extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0
+    figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0 + extra_in, 4.2))
+    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external)
     plot_quality_vs(
         table, "rankme", study.fits[CONVERGED_VIEW], label=label, ax=converged_ax, rows=converged_rows(trials),
-        info=info,
+        info=info, external=external,
     )  # fmt: skip
     all_ax.set_title("(a) all checkpoints")
     converged_ax.set_title("(b) converged checkpoints")
@@ -189,12 +200,15 @@ def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) ->
     return figure
 
 
-def study_figures(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> dict[str, Figure]:
+def study_figures(
+    table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, *, external: pd.DataFrame | None = None
+) -> dict[str, Figure]:
     """Every figure the table supports, keyed by a file name; Q against scale only where a scale law
-    was fitted (a mask-ratio study's N, D and C move only as side effects)."""
+    was fitted (a mask-ratio study's N, D and C move only as side effects). `external` points
+    (sweeps.report.external_points) go on the Q(R) figure only: they have no N, D or C of the study."""
     figures = {}
     if "rankme" in table.columns:
-        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study, info)
+        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study, info, external)
     if {"Q(N)", "Q(D)", "Q(C)"} & set(study.fits):
         figures["quality_vs_scale.png"] = plot_scaling_panels(table, study, info)
     if "Q(N,D)" in study.fits:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from pipeline import tracking
 from sweeps.report.early_stop_markdown import replay_early_stop
+from sweeps.report.external_points import external_points_lines
 from sweeps.report.figures import study_figures
 from sweeps.report.fits import TASK_SCORE_PREFIX, StudyFits, fit_study_laws
 from sweeps.report.markdown import fit_table_markdown, study_markdown
@@ -46,6 +47,7 @@ from sweeps.study.checkpoint_points import (
     log_checkpoint_points,
 )
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+from sweeps.study.external_points import external_points_table, trial_runs
 from sweeps.study.law_metrics import ON_FRONTIER_METRIC as ON_FRONTIER_METRIC
 from sweeps.study.law_metrics import Q_C_FRONTIER_TAG as Q_C_FRONTIER_TAG
 from sweeps.study.law_metrics import disagreement_tags, law_metrics, log_frontier
@@ -159,9 +161,10 @@ def mark_trial_stopped_early(
 
 
 def trial_table_from_runs(runs: list[dict[str, Any]]) -> pd.DataFrame:
-    """The trial table (sweeps.report.fits) from `tracking.read_run` dictionaries of child runs."""
+    """The trial table (sweeps.report.fits) from `tracking.read_run` dictionaries of child runs;
+    external points (sweeps.study.external_points) are not trials and are left out."""
     rows = []
-    for run in runs:
+    for run in trial_runs(runs):
         params, metrics, tags = run["params"], run["metrics"], run["tags"]
         row: dict[str, Any] = {name: params.get(name) for name in TEXT_PARAMS}
         row.update({name: number(params.get(name)) for name in NUMERIC_PARAMS})
@@ -199,7 +202,7 @@ def study_info(run: tracking.TrackedRun, study_name: str) -> StudyInfo:
 
 def _metrics_and_tags(
     run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits, info: StudyInfo, *, keep_fraction: float,
-    check_fraction: float,
+    check_fraction: float, external: pd.DataFrame | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The study run's metrics and tags: laws, trend verdict, early-stop replay, task laws, frontier."""
     metrics, reasons = law_metrics(study)
@@ -218,7 +221,7 @@ def _metrics_and_tags(
     tags.update(disagreement_tags(study))
     tags.update(log_frontier(run, table, study))
     # The run's description in the UI: the summary, so the study reads without opening artifacts.
-    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join(summary_lines(table, study, info))
+    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join([*summary_lines(table, study, info), *external_points_lines(external)])
     return metrics, tags
 
 
@@ -238,11 +241,14 @@ def log_study_analysis(
     A metric that is NaN or inf is not logged; a tag `<metric>.not_logged` says why. The Q(R)
     trend check goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend`
     tag; the early-stop replay to `early_stop_replay.*`; the summary to the run's description.
+    The study's external points (sweeps.study.external_points) are drawn on the Q(R) figure and
+    named in the summary and report, never fitted.
     """
     info = study_info(run, study_name)
+    external = external_points_table(tracking.list_child_runs(run.tracking_uri, run.run_id))
     study = fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
     metrics, tags = _metrics_and_tags(
-        run, table, study, info, keep_fraction=keep_fraction, check_fraction=check_fraction
+        run, table, study, info, keep_fraction=keep_fraction, check_fraction=check_fraction, external=external
     )
     if metrics:
         run.log_metrics(metrics, step=0)
@@ -252,7 +258,7 @@ def log_study_analysis(
         "laws/fits.json",
     )
     tracking.log_text(run, fit_table_markdown(study), "laws/fit_table.md")
-    figures = study_figures(table, study, info)
+    figures = study_figures(table, study, info, external=external)
     for file_name, figure in figures.items():
         tracking.log_figure(run, figure, f"{REPORT_DIR}/{file_name}")
     # The UI's pages live at its root; an image loads from its get-artifact route (a path relative to
@@ -262,7 +268,7 @@ def log_study_analysis(
         study_name, table, study, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction,
         info=info, figure_sources=sources,
     )  # fmt: skip
-    markdown = "\n\n".join([report, *extra_sections])
+    markdown = "\n\n".join([report, *external_points_lines(external), *extra_sections])
     tracking.log_text(run, markdown, f"{REPORT_DIR}/report.md")
     return study, markdown
 

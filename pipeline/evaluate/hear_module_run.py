@@ -1,0 +1,138 @@
+"""Score any HEAR module like a study checkpoint: RankMe R on the study's pool, Q with the study's probe.
+
+R: the module's scene embeddings of the RankMe pool as audio (pipeline.evaluate.waveform_pool: the
+same clips, segment offsets and crop duration our models embed as log-mel), then RankMe, with the
+pool's N, K = scene_embedding_size, fingerprint and the N < 8 K flag, as `pipeline.pool_rankme`
+records them for our models.
+Q: every task clip (16 kHz, as HEAR stores them) resampled to the module's rate, embedded with
+`get_scene_embeddings` (the embedding the module's authors chose for scene tasks: that is the
+HEAR convention, so no layer is picked here), and probed by the same scene probe, seeds and
+aggregation as `evaluate_checkpoint` (pipeline.evaluate.probes.scene, pipeline.evaluate.scores).
+The language-ID head needs frame embeddings and is not offered: language tasks use the scene probe.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+
+import numpy as np
+import torch
+import torchaudio
+
+from pipeline.evaluate.hear_module import HearModule
+from pipeline.evaluate.probes.grid import ProbeTrainingConfig
+from pipeline.evaluate.probes.scene import (
+    DEFAULT_SEEDS,
+    SceneProbe,
+    probe_task,
+    split_arrays,
+)
+from pipeline.evaluate.run import (
+    DEFAULT_TASK_RANKME_N,
+    EvaluationResult,
+    task_audio_rankme,
+)
+from pipeline.evaluate.scores import TaskScore, quality_q
+from pipeline.evaluate.task_data import (
+    HEAR_SAMPLE_RATE_HZ,
+    TaskInfo,
+    encode_targets,
+    list_task_dirs,
+    probe_splits,
+    read_split_labels,
+    read_task_audio,
+    read_task_info,
+)
+from pipeline.evaluate.waveform_pool import pool_crop_waveforms
+from pipeline.pool_rankme import PoolRankMe
+from pipeline.rankme import rankme_with_shape
+from pipeline.shards.rankme_pool import RankMePool, is_capped
+
+POOL_BATCH_CROPS = 64  # crops held as audio at once: 64 x 10 s x 32 kHz float32 is 82 MB
+
+
+def hear_module_pool_rankme(hear: HearModule, pool: RankMePool | None) -> PoolRankMe:
+    """RankMe of the module's scene embeddings of the pool's crops as audio; NaN without a pool."""
+    if pool is None:
+        return PoolRankMe(value=math.nan, n=0, k=hear.embedding_size, pool="", capped=True)
+    scene = [hear.scene_embeddings(batch) for batch in _batches(pool_crop_waveforms(pool, hear.sample_rate_hz))]
+    value = rankme_with_shape(np.concatenate(scene))
+    return PoolRankMe(value=value.value, n=value.n_samples, k=value.n_features, pool=pool.fingerprint,
+                      capped=is_capped(value.n_samples, value.n_features))
+
+
+def _batches(crops: Iterator[np.ndarray]) -> Iterator[list[np.ndarray]]:
+    batch: list[np.ndarray] = []
+    for crop in crops:
+        batch.append(crop)
+        if len(batch) == POOL_BATCH_CROPS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def resample_from_hear_rate(wave: np.ndarray, sample_rate_hz: int) -> np.ndarray:
+    """A 16 kHz task clip at the module's rate (torchaudio's windowed sinc, as prep resamples)."""
+    if sample_rate_hz == HEAR_SAMPLE_RATE_HZ:
+        return wave
+    with torch.inference_mode():
+        return torchaudio.functional.resample(torch.from_numpy(wave), HEAR_SAMPLE_RATE_HZ, sample_rate_hz).numpy()
+
+
+def embed_task_with_module(task: TaskInfo, hear: HearModule) -> dict:
+    """Each split the probes use -> SplitArrays of the module's scene embeddings and the targets."""
+    needed = sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)})
+    splits = {}
+    for split in needed:
+        labels = read_split_labels(task, split)
+        if not labels:
+            raise ValueError(f"task {task.name}: split {split} has no clips ({task.directory}/{split}.json)")
+        file_names = sorted(labels)
+        waves = [resample_from_hear_rate(read_task_audio(task, split, name), hear.sample_rate_hz) for name in file_names]
+        targets = encode_targets(task, [labels[name] for name in file_names])
+        splits[split] = split_arrays(hear.scene_embeddings(waves), targets)
+    return splits
+
+
+def evaluate_hear_module(
+    hear: HearModule,
+    *,
+    tasks_dir: str,
+    task_names: list[str] | None = None,
+    pool: RankMePool | None = None,
+    task_rankme_n: int = DEFAULT_TASK_RANKME_N,
+    seeds: int = DEFAULT_SEEDS,
+    probe_training: SceneProbe = ProbeTrainingConfig(),
+    progress: Callable[[str], None] | None = None,
+) -> EvaluationResult:
+    """R on `pool` (NaN when None) and per-task scores and Q of a HEAR module (see the module doc)."""
+    started = time.perf_counter()
+    pool_value = hear_module_pool_rankme(hear, pool)
+    seconds = {"rankme_pool": time.perf_counter() - started}
+    scores: dict[str, TaskScore] = {}
+    features = []
+    for task in [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]:
+        tick = time.perf_counter()
+        splits = embed_task_with_module(task, hear)
+        seconds[f"embed/{task.name}"], tick = time.perf_counter() - tick, time.perf_counter()
+        scores[task.name], _ = probe_task(task, splits, seeds=seeds, training=probe_training)
+        seconds[f"probe/{task.name}"] = time.perf_counter() - tick
+        features.extend(split.features.numpy() for split in splits.values())
+        if progress is not None:
+            progress(f"[evaluate] {task.name}: {scores[task.name].metric} {scores[task.name].mean:.3f} by "
+                     f"{scores[task.name].probe} (embed {seconds[f'embed/{task.name}']:.1f} s)")
+    task_value = task_audio_rankme(np.concatenate(features), task_rankme_n)
+    seconds["total"] = time.perf_counter() - started
+    return EvaluationResult(
+        checkpoint_dir=hear.model_file, model_name=hear.name, step=0, hear_module=hear.name,
+        rankme=pool_value.value, rankme_n=pool_value.n, rankme_k=pool_value.k, rankme_pool=pool_value.pool,
+        rankme_capped=pool_value.capped, task_rankme=task_value.value, task_rankme_n=task_value.n_samples,
+        task_scores={name: score.to_dict() for name, score in scores.items()},
+        q=quality_q({name: score.mean for name, score in scores.items()}), seeds=seeds,
+        probe_protocol=asdict(probe_training), q_probe="+".join(sorted({score.probe for score in scores.values()})),
+        seconds=seconds,
+    )  # fmt: skip
