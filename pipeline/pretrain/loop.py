@@ -16,7 +16,6 @@ Conventions:
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -27,14 +26,12 @@ from torch import nn
 
 import models
 from pipeline.checkpoint import (
-    capture_rng_state,
     load_model_weights,
     load_train_state,
     restore_rng_state,
-    save_model_checkpoint,
-    save_train_state,
 )
 from pipeline.pretrain import debug_hooks
+from pipeline.pretrain.checkpoint_report import report_with_checkpoint
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import (
     iterate_micro_batches,
@@ -42,6 +39,7 @@ from pipeline.pretrain.data import (
     rankme_pool,
 )
 from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
+from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC, PreemptionNotice
 from pipeline.pretrain.resume import resume_directory
 from pipeline.pretrain.step import (
     forward_backward,
@@ -175,6 +173,7 @@ def run_steps(
     )
     window = ThroughputWindow()
     logged_up_to = tracker.last_step("loss") if tracker is not None else -1  # a restart replays logged steps
+    preemption = PreemptionNotice()
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
@@ -192,11 +191,13 @@ def run_steps(
         training.scheduler.step()
         window.end_step(mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
+        debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
+        preempted = preemption.checkpoint_due()  # every rank, every step: Ray Train's notice is a collective
         measured = {"rankme": rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
         stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)
         last = step == config.steps or stop
-        if last or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
+        if last or preempted or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
             is_checkpoint_step(config, step)
         ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
@@ -209,7 +210,11 @@ def run_steps(
                     tracker.set_tags(validation.tags())
             if rankme.latest is not None:
                 metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
-            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last)
+            if preempted:  # after the MLflow log: a mark for the driver, not a training metric
+                metrics[PREEMPTION_CHECKPOINT_METRIC] = 1
+            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last or preempted)
+            if preempted:
+                debug_hooks.maybe_hold_after_preemption_checkpoint()
         if stop:
             break
     return True
@@ -229,7 +234,8 @@ def is_checkpoint_step(config: PretrainConfig, step: int) -> bool:
 def report_step(
     metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool
 ) -> None:
-    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and the last."""
+    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and when
+    `last` (the last step, or a preemption notice)."""
     if last or is_checkpoint_step(config, step):
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank)
     else:
@@ -265,34 +271,3 @@ def restore_training_state(
         torch.manual_seed(seed)
         np.random.seed(seed % 2**32)
     return start_step
-
-
-def report_with_checkpoint(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int
-) -> None:
-    """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier)."""
-    if rank != 0:
-        ray.train.report(metrics)
-        return
-    with tempfile.TemporaryDirectory(prefix="audioscale-ckpt-") as directory:
-        save_model_checkpoint(
-            directory,
-            training.model,
-            model_name=config.model_name,
-            overrides=config.model_build_overrides(),
-            step=step,
-            shard_fingerprint=config.shard_fingerprint or "",
-            extra={"run_name": config.run_name, "pretrain_config": config.to_dict()},
-        )
-        save_train_state(
-            directory,
-            optimizer=training.optimizer,
-            scheduler=training.scheduler,
-            step=step,
-            rng_state=capture_rng_state(),
-        )
-        ray.train.report(
-            metrics,
-            checkpoint=ray.train.Checkpoint.from_directory(directory),
-            checkpoint_dir_name=f"checkpoint_step_{step:08d}",
-        )
