@@ -108,8 +108,8 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--crop-frames", type=int, default=144, help="short crops keep a CPU step near 1 s")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--checkpoint-at", type=int, default=4, help="the checkpoint in the middle (and the last step)")
-    parser.add_argument("--shards", default=None, help=f"{SHARDS_PRESET} shards (default: tiny ones built once in /tmp)")
+    parser.add_argument("--checkpoint-at", type=int, default=4, help="the checkpoint in the middle")
+    parser.add_argument("--shards", default=None, help=f"{SHARDS_PRESET} shards (default: tiny ones built in /tmp)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
@@ -123,10 +123,11 @@ def main() -> None:
             rows[mode] = stall(times, args.checkpoint_at)
             print(f"  {mode:<5} step times (s): " + " ".join(f"{step}:{t:.2f}" for step, t in sorted(times.items())))
         write_s, copy_s, size_gb = time_checkpoint_parts(args, Path(work) / "parts")
-    print(f"{'upload':<7} {'checkpoint step s':>18} {'median step s':>14} {'stall s':>8} {'lost s, all later steps':>24}")
+    print(f"{'upload':<7} {'checkpoint step s':>18} {'median step s':>14} {'stall s':>8} {'lost s, later steps':>20}")
     for mode, (at_checkpoint, median, stalled, lost) in rows.items():
-        print(f"{mode:<7} {at_checkpoint:18.2f} {median:14.2f} {stalled:8.2f} {lost:24.2f}")
-    print(f"async / sync: stall {rows['async'][2] / rows['sync'][2]:.2f}, time lost {rows['async'][3] / rows['sync'][3]:.2f}")
+        print(f"{mode:<7} {at_checkpoint:18.2f} {median:14.2f} {stalled:8.2f} {lost:20.2f}")
+    stall_ratio, lost_ratio = (rows["async"][i] / rows["sync"][i] for i in (2, 3))
+    print(f"async / sync: stall {stall_ratio:.2f}, time lost {lost_ratio:.2f}")
     print(f"checkpoint {size_gb:.2f} GB: local write {write_s:.2f} s (stays in async), copy to storage {copy_s:.2f} s")
 
 

@@ -87,8 +87,8 @@ def preempt_worker_node(cluster: Cluster, worker_node, hold_dir: Path, run_dir: 
         checkpoint = run_dir / f"checkpoint_step_{HOLD_STEP:08d}"
         _wait_for(f"{checkpoint} to verify", lambda: _checkpoint_verifies(checkpoint))
         log["preemption_checkpoint_before_deadline"] = time.time() * 1000 < deadline_ms
-        # Ray Core counts a node lost after its drain deadline as preempted (NodeDeathInfo
-        # AUTOSCALER_DRAIN_PREEMPTED); before it, as an unexpected termination.
+        # Ray Core (GcsNodeManager::InferDeathInfo) counts a node lost after its PREEMPTION drain's
+        # deadline as preempted (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED); before it, as unexpected.
         time.sleep(max(0.0, deadline_ms / 1000 - time.time()) + 1.0)
         cluster.remove_node(worker_node)
         log["removed"] = True
@@ -101,11 +101,11 @@ def main(shards_dir: str, work_dir: str) -> None:
     os.environ["RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S"] = "1"  # read by the Ray Train controller (default 5 s)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": STORE_BYTES})
     worker_node = cluster.add_node(num_cpus=2, object_store_memory=STORE_BYTES)
-    storage = Path(work_dir) / "ray_results"
+    storage, hold_dir = Path(work_dir) / "ray_results", Path(os.environ["AUDIOSCALE_TEST_PREEMPTION_DIR"])
     log: dict = {}
     reclaim = threading.Thread(
         target=preempt_worker_node,
-        args=(cluster, worker_node, Path(os.environ["AUDIOSCALE_TEST_PREEMPTION_DIR"]), storage / "preempted", log),
+        args=(cluster, worker_node, hold_dir, storage / "preempted", log),
         daemon=True,
     )
     try:
@@ -114,9 +114,10 @@ def main(shards_dir: str, work_dir: str) -> None:
         result = run_pretraining(
             PretrainConfig(
                 model_name="audiomae++-debug", model_overrides={"crop_frames": 100}, shards_dir=shards_dir,
-                steps=STEPS, global_batch_size=8, num_workers=2, cpus_per_worker=1.0, placement_strategy="STRICT_SPREAD",
-                base_lr=0.1, log_every_steps=1, checkpoint_every_steps=4, rankme_every_steps=0,
-                run_name="preempted", storage_path=str(storage), tracking_uri=f"sqlite:///{Path(work_dir) / 'mlflow.db'}",
+                steps=STEPS, global_batch_size=8, num_workers=2, cpus_per_worker=1.0,
+                placement_strategy="STRICT_SPREAD",  # one worker on the node to preempt, one on the head
+                base_lr=0.1, log_every_steps=1, checkpoint_every_steps=4, rankme_every_steps=0, run_name="preempted",
+                storage_path=str(storage), tracking_uri=f"sqlite:///{Path(work_dir) / 'mlflow.db'}",
                 max_failures=0, max_preemption_failures=1,
             )
         )  # fmt: skip
