@@ -26,6 +26,8 @@ RAY_MODULES = {
     "pipeline.pretrain.driver",
     "pipeline.pretrain.loop",
     "pipeline.pretrain.worker_setup",
+    "pipeline.pretrain.checkpoint_report",  # ray.train.report with a checkpoint
+    "pipeline.pretrain.preemption",  # ray.train.get_preemption_info
     "sweeps.study.driver",
     "sweeps.study.trial",
     "sweeps.study.early_stop",

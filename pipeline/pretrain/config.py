@@ -31,6 +31,7 @@ from pipeline.pretrain.resources import default_worker_cpus
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
+CHECKPOINT_UPLOADS = ("sync", "async")  # ray.train.CheckpointUploadMode (pipeline.pretrain.checkpoint_report)
 PRECISIONS = ("fp32", "bf16")  # of the forward pass (pipeline.pretrain.step.autocast_for)
 # A RankMe pool of one crop has exactly one non-zero singular value, so RankMe is 1 for any model.
 MIN_RANKME_N = 2
@@ -154,7 +155,12 @@ class PretrainConfig:
     system_metrics_every_s: float = flag(
         "--system-metrics-every", 10.0, "seconds between CPU/memory/GPU samples logged per node (0: off)"
     )
-    max_failures: int = flag("--max-failures", 3, "worker-group restarts before giving up")
+    max_failures: int = flag("--max-failures", 3, "worker-group restarts after a crash before giving up")
+    # Ray Train 2.60 charges a node preemption to its own budget (FailureConfig.max_preemption_failures).
+    max_preemption_failures: int = flag("--max-preemptions", -1, "restarts after node preemptions (-1: unlimited)")
+    # async: Ray copies the checkpoint to storage in a thread while training goes on; the step with a checkpoint
+    # stalled 4.2 s instead of 6.6 s (1.3 GB, local disk; README, Performance), and on a bucket the copy dominates.
+    checkpoint_upload: str = flag("--checkpoint-upload", "async", "sync or async copy of checkpoints to storage")
     shuffle_buffer_crops: int = flag(
         "--shuffle-buffer-crops", 256, "rows each worker reads and shuffles together (0: no shuffle)"
     )
@@ -189,7 +195,7 @@ class PretrainConfig:
         """Every range a user can get wrong, checked once here; the message names the flag to change."""
         at_least = {
             "steps": 1, "global_batch_size": 1, "log_every_steps": 1, "checkpoint_every_steps": 1,
-            "num_checkpoints_to_keep": 1, "max_failures": 0, "rankme_every_steps": 0,
+            "num_checkpoints_to_keep": 1, "max_failures": 0, "max_preemption_failures": -1, "rankme_every_steps": 0,
             "shuffle_buffer_crops": 0, "validation_every_steps": 0, "validation_patience": 1,
             "validation_num_clips": 1, "system_metrics_every_s": 0,
             # Ray Train's num_workers=0 "local mode" neither persists checkpoints nor retries.
@@ -224,6 +230,8 @@ class PretrainConfig:
                              f"{self.peak_lr}")
         if self.precision not in (None, *PRECISIONS):
             raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.checkpoint_upload not in CHECKPOINT_UPLOADS:
+            raise ValueError(f"--checkpoint-upload must be one of {CHECKPOINT_UPLOADS}, got {self.checkpoint_upload!r}")
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise ValueError(f"placement_strategy {self.placement_strategy!r} is not one of {PLACEMENT_STRATEGIES}")
 

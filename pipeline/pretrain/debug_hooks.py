@@ -9,17 +9,24 @@ unless a variable is set; users never need them.
 - `AUDIOSCALE_TEST_RECORD_CROPS_DIR=DIR`: each rank appends "<step> <hash>" for every crop it trains
   on to `DIR/rank-<r>.txt`, writes its node id to `DIR/node-<r>.txt` and, at the end, a hash of its
   final weights to `DIR/weights-<r>.txt`: to check the data split and that DDP kept ranks equal.
+- `AUDIOSCALE_TEST_WAIT_FOR_PREEMPTION_AT_STEP=S`, `AUDIOSCALE_TEST_PREEMPTION_DIR=DIR`: after step
+  S each rank writes its node id to `DIR/held-<r>.txt` and waits (up to 300 s) for Ray Train's
+  preemption notice, so a test can drain that node before training runs past S; after the
+  checkpoint taken for the notice, each rank holds still (up to 300 s) until the node is gone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 ENV_PREFIX = "AUDIOSCALE_TEST_"
+HOLD_LIMIT_S = 300.0  # a test that never drains the node fails on this instead of hanging
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -68,3 +75,23 @@ def maybe_record_weights(model: torch.nn.Module, *, rank: int) -> None:
         digest.update(name.encode())
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     (Path(directory) / f"weights-{rank}.txt").write_text(digest.hexdigest())
+
+
+def maybe_wait_for_preemption(step: int, *, rank: int, node_id: str, noticed: Callable[[], bool]) -> None:
+    """`noticed`: `PreemptionNotice.poll`, a collective, so every rank leaves the wait at the same poll."""
+    wait_step = os.environ.get(f"{ENV_PREFIX}WAIT_FOR_PREEMPTION_AT_STEP")
+    if wait_step is None or int(wait_step) != step:
+        return
+    directory = Path(os.environ[f"{ENV_PREFIX}PREEMPTION_DIR"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"held-{rank}.txt").write_text(node_id)
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not noticed():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no preemption notice within {HOLD_LIMIT_S} s of step {step}")
+        time.sleep(0.5)
+
+
+def maybe_hold_after_preemption_checkpoint() -> None:
+    if os.environ.get(f"{ENV_PREFIX}WAIT_FOR_PREEMPTION_AT_STEP") is not None:
+        time.sleep(HOLD_LIMIT_S)  # Ray Train stops this worker at the preemption deadline

@@ -32,8 +32,9 @@ from pipeline.defaults import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
-from pipeline.pretrain.loop import NON_FINITE_TAG, train_loop
+from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
+from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
@@ -161,7 +162,11 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
         run_config=RunConfig(
             name=config.run_name,
             storage_path=config.storage_path,
-            failure_config=FailureConfig(max_failures=config.max_failures),
+            # A node preemption (a drain with reason PREEMPTION, then the node's loss) is charged to
+            # max_preemption_failures; a crash, or a node lost without a drain notice, to max_failures.
+            failure_config=FailureConfig(
+                max_failures=config.max_failures, max_preemption_failures=config.max_preemption_failures
+            ),
             # --checkpoint-steps are the study's evaluation points: every checkpoint is kept.
             checkpoint_config=CheckpointConfig(
                 num_to_keep=None if config.checkpoint_steps else config.num_checkpoints_to_keep
@@ -202,10 +207,19 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get("rankme", [])).items()),
-        checkpoints=tuple(sorted((int(metrics["step"]), kept.path) for kept, metrics in result.best_checkpoints)),
+        checkpoints=_study_checkpoints(result, config, final_step=steps),
         encoder_parameters=model.encoder_parameters,
         total_parameters=model.total_parameters,
     )
+
+
+def _study_checkpoints(result: ray.train.Result, config: PretrainConfig, final_step: int) -> tuple[tuple[int, str], ...]:
+    """(step, path) of the kept checkpoints, less those taken only for a preemption notice: resume
+    points, not the study's evaluation points (--checkpoint-steps, --checkpoint-every, the last)."""
+    kept = [(int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC)))
+            for checkpoint, metrics in result.best_checkpoints]
+    return tuple(sorted((step, path) for step, path, preemption_only in kept
+                        if not preemption_only or step == final_step or is_checkpoint_step(config, step)))
 
 
 def log_encoder_artifact(run, checkpoint_dir: str | Path) -> None:

@@ -17,19 +17,14 @@ Conventions:
 
 from __future__ import annotations
 
-import tempfile
 from typing import Any
 
 import ray.train
 import ray.train.torch
 import torch
 
-from pipeline.checkpoint import (
-    capture_rng_state,
-    save_model_checkpoint,
-    save_train_state,
-)
 from pipeline.pretrain import debug_hooks
+from pipeline.pretrain.checkpoint_report import report_with_checkpoint
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import (
     MicroBatches,
@@ -38,6 +33,7 @@ from pipeline.pretrain.data import (
     training_stream_plan,
 )
 from pipeline.pretrain.data_position import position_record, resume_position
+from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC, PreemptionNotice
 from pipeline.pretrain.step import forward_backward, reduce_step_outcome, seed_step
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
@@ -126,6 +122,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
     rankme, validation = schedules
     window = ThroughputWindow()
     logged_up_to = tracker.last_step("loss") if tracker is not None else -1  # a restart replays logged steps
+    preemption = PreemptionNotice()
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
@@ -144,11 +141,13 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         training.scheduler.step()
         window.end_step(mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
+        debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
+        preempted = preemption.checkpoint_due()  # every rank, every step: Ray Train's notice is a collective
         measured = {"rankme": rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
         stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)
         last = step == config.steps or stop
-        if last or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
+        if last or preempted or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
             is_checkpoint_step(config, step)
         ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
@@ -161,8 +160,13 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
                     tracker.set_tags(validation.tags())
             if rankme.latest is not None:
                 metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
+            if preempted:  # after the MLflow log: a mark for the driver, not a training metric
+                metrics[PREEMPTION_CHECKPOINT_METRIC] = 1
             data_position = position_record(micro_batches.position, world_size=place.world_size)
-            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last, data_position=data_position)
+            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last or preempted,
+                        data_position=data_position)
+            if preempted:
+                debug_hooks.maybe_hold_after_preemption_checkpoint()
         if stop:
             break
     return True
@@ -183,41 +187,11 @@ def report_step(
     metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool,
     data_position: dict[str, int],
 ) -> None:
-    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and the last."""
+    """Report to Ray Train (every rank: it is a barrier), with a checkpoint at checkpoint steps and when
+    `last` (the last step, or a preemption notice)."""
     if last or is_checkpoint_step(config, step):
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank, data_position=data_position)
     else:
         ray.train.report(metrics)
 
 
-def report_with_checkpoint(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int,
-    data_position: dict[str, int],
-) -> None:
-    """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier)."""
-    if rank != 0:
-        ray.train.report(metrics)
-        return
-    with tempfile.TemporaryDirectory(prefix="audioscale-ckpt-") as directory:
-        save_model_checkpoint(
-            directory,
-            training.model,
-            model_name=config.model_name,
-            overrides=config.model_build_overrides(),
-            step=step,
-            shard_fingerprint=config.shard_fingerprint or "",
-            extra={"run_name": config.run_name, "pretrain_config": config.to_dict()},
-        )
-        save_train_state(
-            directory,
-            optimizer=training.optimizer,
-            scheduler=training.scheduler,
-            step=step,
-            rng_state=capture_rng_state(),
-            data_position=data_position,
-        )
-        ray.train.report(
-            metrics,
-            checkpoint=ray.train.Checkpoint.from_directory(directory),
-            checkpoint_dir_name=f"checkpoint_step_{step:08d}",
-        )

@@ -98,6 +98,7 @@ def test_parsing_each_flag_sets_its_field():
         "placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"}),
         "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)), "checkpoint_steps": (["0,21,300"], (0, 21, 300)),
         "allow_changed": (["lr, warmup-steps"], ("lr", "warmup-steps")), "precision": (["bf16"], "bf16"),
+        "checkpoint_upload": (["sync"], "sync"),
     }  # fmt: skip
     for field in _cli_fields()[0]:
         name = field.metadata[FLAG_KEY].name

@@ -1,0 +1,67 @@
+"""A pretraining checkpoint handed to Ray Train: written locally by rank 0, copied to storage by Ray.
+
+With --checkpoint-upload async (`ray.train.CheckpointUploadMode.ASYNC`, Ray Train 2.60) Ray copies
+the folder in a thread while training goes on, so the step with a checkpoint stalls only for the
+local write (benchmarks/bench_checkpoint_stall.py); sync copies it inside `ray.train.report`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Any
+
+import ray.train
+
+from pipeline.checkpoint import (
+    capture_rng_state,
+    save_model_checkpoint,
+    save_train_state,
+)
+from pipeline.pretrain.config import PretrainConfig
+
+
+def report_with_checkpoint(
+    metrics: dict[str, Any], training: Any, *, config: PretrainConfig, step: int, rank: int,
+    data_position: dict[str, int],
+) -> None:
+    """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier).
+
+    The folder is written locally, then Ray copies it to storage: with --checkpoint-upload async in
+    a thread while training goes on (ray.train.CheckpointUploadMode.ASYNC), so it must outlive this
+    call; Ray deletes it once copied (delete_local_checkpoint_after_upload). Ray registers a
+    checkpoint only after the whole copy, and a folder half copied when a node dies fails
+    `verify_checkpoint` (model.json holds every file's sha256), so a resume never picks one.
+    """
+    if rank != 0:
+        ray.train.report(metrics)
+        return
+    directory = tempfile.mkdtemp(prefix="audioscale-ckpt-")
+    try:
+        save_model_checkpoint(
+            directory,
+            training.model,
+            model_name=config.model_name,
+            overrides=config.model_build_overrides(),
+            step=step,
+            shard_fingerprint=config.shard_fingerprint or "",
+            extra={"run_name": config.run_name, "pretrain_config": config.to_dict()},
+        )
+        save_train_state(
+            directory,
+            optimizer=training.optimizer,
+            scheduler=training.scheduler,
+            step=step,
+            rng_state=capture_rng_state(),
+            data_position=data_position,  # pipeline.pretrain.data_position: where a resume starts reading
+        )
+        ray.train.report(
+            metrics,
+            checkpoint=ray.train.Checkpoint.from_directory(directory),
+            checkpoint_dir_name=f"checkpoint_step_{step:08d}",
+            checkpoint_upload_mode=ray.train.CheckpointUploadMode[config.checkpoint_upload.upper()],
+            delete_local_checkpoint_after_upload=True,
+        )
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)  # an async upload has not started: nothing else reads it
+        raise
