@@ -142,7 +142,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         window.end_step(mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
-        preempted = preemption.checkpoint_due()  # every rank, every step: Ray Train's notice is a collective
+        preempted = preemption.checkpoint_due(step)  # every rank at the same steps: the notice is a barrier
         measured = {"rankme": rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
         stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)

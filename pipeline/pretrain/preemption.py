@@ -22,6 +22,11 @@ import ray.train
 
 # The metric a just-in-time checkpoint carries, so the driver can tell it from a scheduled one.
 PREEMPTION_CHECKPOINT_METRIC = "preemption_checkpoint"
+# The notice is a barrier across the workers: measured on the 2-core test machine, median 1.6 ms with
+# 1 worker and 6 ms (p90 15 ms) with 2, loaded; an H100 step of mae-en768-12 at batch 256 is ~45 ms
+# at 40% MFU. Polled every 10 steps it costs < 2% there, and a notice (Ray's drain deadline: 30 s
+# for a `ray start` node on SIGTERM, minutes for a spot reclaim) is seen within 10 steps.
+PREEMPTION_POLL_EVERY_STEPS = 10
 
 
 class PreemptionNotice:
@@ -30,8 +35,9 @@ class PreemptionNotice:
     `read_notice`: `ray.train.get_preemption_info` (a collective: every rank calls `poll` at the
     same steps); a plain function in tests."""
 
-    def __init__(self, read_notice: Callable[[], Any] = ray.train.get_preemption_info) -> None:
-        self._read_notice = read_notice
+    def __init__(self, read_notice: Callable[[], Any] = ray.train.get_preemption_info, *,
+                 every_steps: int = PREEMPTION_POLL_EVERY_STEPS) -> None:
+        self._read_notice, self.every_steps = read_notice, every_steps
         self.info: Any = None  # ray.train.PreemptionInfo once noticed
         self._checkpointed = False
 
@@ -41,9 +47,11 @@ class PreemptionNotice:
             self.info = self._read_notice()
         return self.info is not None
 
-    def checkpoint_due(self) -> bool:
-        """Poll; True exactly once, at the first step that sees the notice."""
-        if self.poll() and not self._checkpointed:
+    def checkpoint_due(self, step: int) -> bool:
+        """Poll at every `every_steps`-th step (the same steps on every rank); True exactly once, at the
+        first step that knows of the notice."""
+        noticed = self.poll() if step % self.every_steps == 0 else self.info is not None
+        if noticed and not self._checkpointed:
             self._checkpointed = True
             return True
         return False

@@ -81,17 +81,24 @@ def test_a_whole_upload_is_resumed_from(tmp_path):
 
 
 def test_a_preemption_notice_asks_for_one_checkpoint():
-    notices = iter([None, None, {"deadline_ms": 1}])  # what get_preemption_info returns, step by step
+    notices = iter([None, None, {"deadline_ms": 1}])  # what get_preemption_info returns, poll by poll
     reads = []
 
     def read_notice():
         reads.append(1)
         return next(notices)
 
-    notice = PreemptionNotice(read_notice)
-    assert [notice.checkpoint_due() for _ in range(5)] == [False, False, True, False, False]
-    assert len(reads) == 3  # once noticed, not read again
+    notice = PreemptionNotice(read_notice, every_steps=3)
+    due = [notice.checkpoint_due(step) for step in range(1, 13)]
+    assert due == [False] * 8 + [True] + [False] * 3  # polled at steps 3, 6, 9: noticed at 9
+    assert len(reads) == 3  # only at the poll steps, and not again once noticed
     assert notice.info == {"deadline_ms": 1}
+
+
+def test_a_notice_already_seen_between_polls_checkpoints_at_once():
+    notice = PreemptionNotice(lambda: {"deadline_ms": 1}, every_steps=10)
+    assert notice.poll()  # the test hook's wait polls by itself
+    assert [notice.checkpoint_due(step) for step in (5, 6, 10)] == [True, False, False]
 
 
 def test_upload_mode_and_preemption_budget_are_checked():
