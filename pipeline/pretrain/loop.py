@@ -149,7 +149,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)
         last = step == config.steps or stop
         if last or preempted or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
-            is_checkpoint_step(config, step) or follows_checkpoint(config, step)
+            is_checkpoint_step(config, step)
         ):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None and step > logged_up_to:
@@ -169,6 +169,8 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
                         data_position=data_position)
             if preempted:
                 debug_hooks.maybe_hold_after_preemption_checkpoint()
+        elif follows_checkpoint(config, step):  # not a log step: report only (see report_step), log nothing
+            ray.train.report({"step": step})
         if stop:
             break
     return True
