@@ -23,7 +23,7 @@ from sweeps.report.fits import (
 from sweeps.report.q_of_r_markdown import q_of_r_section
 from sweeps.report.rankme_pool_check import rankme_pool_lines
 from sweeps.report.study_info import StudyInfo
-from sweeps.report.task_laws import task_laws_markdown
+from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, task_laws_markdown
 from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 
 # Figure file -> what it shows (the alt text, shown where an image cannot load).
@@ -91,7 +91,8 @@ def fit_table_markdown(study: StudyFits) -> str:
     for name, fit in study.fits.items():
         params = "; ".join(
             f"{key} {_format_value(value)}"
-            + (f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
+            + (f" ({NO_CEILING})" if q_inf_pinned_at_one(fit, key)
+               else f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
             for key, value in fit.params.items()
         )
         lines.append(
@@ -105,7 +106,8 @@ def fit_table_markdown(study: StudyFits) -> str:
 def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
     """One plain sentence per law, flagging a Q_inf at its bound 1 or at/below the best observed Q."""
     q_inf = fit.params["q_inf"]
-    interval = f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else ""
+    interval = "" if q_inf_pinned_at_one(fit, "q_inf") else (
+        f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else "")
     if q_inf >= 1.0 - 1e-9:
         saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
     elif q_inf <= trials["q"].max() + 1e-9:

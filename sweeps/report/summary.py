@@ -21,7 +21,7 @@ from sweeps.report.naive_baseline import (
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
-from sweeps.report.task_laws import Q_INF_ONE_TOLERANCE
+from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one
 
 MLFLOW_UI_PORT = 5000
 Z_95 = 1.959964  # two-sided 95% normal quantile
@@ -31,9 +31,8 @@ def _ci_text(fit, key: str) -> str:
     if key not in fit.ci:
         return ""
     low, high = fit.ci[key]
-    if key == "q_inf" and low >= 1.0 - Q_INF_ONE_TOLERANCE:
-        # "(95% 1-1)" would read as a precise ceiling at 1; the data identify none (sweeps.report.task_laws).
-        return " (every resample at the bound 1: no ceiling identified)"
+    if q_inf_pinned_at_one(fit, key):
+        return f" ({NO_CEILING})"
     return f" (95% {low:.4g}-{high:.4g})"
 
 

@@ -24,6 +24,14 @@ SATURATING = "saturating"
 STILL_RISING = "still rising"
 # The reference fit reaches Q_inf = 1 as 1 - e^-30 (its log-error floor); anything this close is 1.
 Q_INF_ONE_TOLERANCE = 1e-6
+# What a Q_inf interval whose every resample sits at the bound reads as: "(1-1)" would look like a
+# precise ceiling at 1, when the data identify none (the law is a rising power law over the points).
+NO_CEILING = "every resample at the bound 1: no ceiling identified"
+
+
+def q_inf_pinned_at_one(fit, key: str) -> bool:
+    """True when `key` is Q_inf and even the low end of its bootstrap interval is at the bound 1."""
+    return key == "q_inf" and key in fit.ci and fit.ci[key][0] >= 1.0 - Q_INF_ONE_TOLERANCE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,10 +91,8 @@ def _interval(fit: LawFit, name: str) -> str:
     if name not in fit.ci:
         return " [no interval]"
     low, high = fit.ci[name]
-    if name == "q_inf" and low >= 1.0 - Q_INF_ONE_TOLERANCE:
-        # Every resample put Q_inf at its bound: "[1.000, 1.000]" would read as a precise ceiling,
-        # when the data identify none (the law is a rising power law over the points).
-        return " [every resample at the bound 1: no ceiling identified]"
+    if q_inf_pinned_at_one(fit, name):
+        return f" [{NO_CEILING}]"
     return f" [{low:.3f}, {high:.3f}]"
 
 
