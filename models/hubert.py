@@ -1,0 +1,189 @@
+"""HuBERT (Hsu et al. 2021): masked prediction of k-means cluster labels from the raw waveform,
+`hubert-{base,large,xlarge}` (the RankMe study's Table IV: 95M / 317M / 964M) and `hubert-debug`.
+
+Input: the `waveform` preset, (batch, frames, 320) float32, one stored frame per 20 ms encoder frame.
+Pipeline, as fairseq's HubertModel: wav2vec 2.0's conv feature encoder -> LayerNorm -> Linear to the
+model width (models/wave_feature_encoder.py) -> span masking (p = 8%, l = 10, models/span_masking.py),
+masked frames replaced by a learned mask embedding -> conv position embedding + transformer
+(models/wave_context.py) -> final_proj to final_dim -> logits = cosine(proj(o_t), e_c) / 0.1 against
+one embedding e_c per cluster -> cross-entropy on the masked frames only (HuBERT Sec. III-B with
+alpha = 1: fairseq pred_masked_weight 1, pred_nomask_weight 0), plus fairseq's feature penalty
+(10 x the mean squared conv feature; hubert criterion loss_weights [10]).
+
+Targets: the model holds the codebook (`codebook=DIR` from `python -m pipeline.targets`) as a buffer
+and labels each crop on the fly (models/hubert_labels.py), one label per 20 ms frame.
+
+Not reproduced: LayerDrop (Base 0.05; skipped blocks break DistributedDataParallel without
+find_unused_parameters, see models/wave_context.py); iteration-2 targets from a teacher's layer.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.config_overrides import apply_overrides
+from models.hubert_codebook import read_codebook
+from models.hubert_config import (
+    FRAME_HOP_MS,
+    HubertConfig,
+    hubert_base_config,
+    hubert_debug_config,
+    hubert_large_config,
+    hubert_xlarge_config,
+)
+from models.hubert_labels import MfccFrameLabeller
+from models.interface import MaskedOutput, ModelSpec, count_parameters
+from models.registry import register_model
+from models.span_masking import expected_masked_fraction, span_mask
+from models.wave_context import ContextOutput, WaveContextEncoder
+from models.wave_feature_encoder import WaveFeatureEncoder, WaveFeatures
+
+# The weight-norm magnitude g of the position convolution: a scale, like a norm's, so never decayed.
+WEIGHT_NORM_SCALE_SUFFIX = "parametrizations.weight.original0"
+
+
+class MissingCodebookError(ValueError):
+    """`forward` of a HuBERT built without a codebook: there is nothing to predict."""
+
+
+class HubertEncoder(nn.Module):
+    """Everything `embed` runs: conv feature encoder + projection, the mask embedding, the context network."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.features = WaveFeatureEncoder(
+            dim=config.encoder_dim, conv_channels=config.conv_channels, mode=config.extractor_mode,
+            conv_bias=False, projection_dropout=config.dropout, gradient_scale=config.feature_gradient_scale,
+        )  # fmt: skip
+        # fairseq: nn.Parameter(torch.FloatTensor(encoder_embed_dim).uniform_()), i.e. U[0, 1)
+        self.mask_embedding = nn.Parameter(torch.empty(config.encoder_dim).uniform_())
+        self.context = WaveContextEncoder(
+            dim=config.encoder_dim, depth=config.encoder_depth, n_heads=config.encoder_heads, ffn_dim=config.ffn_dim,
+            layer_norm_first=config.layer_norm_first, dropout=config.dropout, attention_dropout=config.dropout,
+            position_conv_kernel=config.position_conv_kernel, position_conv_groups=config.position_conv_groups,
+        )  # fmt: skip
+
+    def forward(self, batch: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[WaveFeatures, ContextOutput]:
+        """batch (batch, frames, 320); mask (batch, frames) bool, True = replaced by the mask embedding."""
+        features = self.features(batch)
+        x = features.projected  # (batch, frames, dim)
+        if mask is not None:
+            x = torch.where(mask[..., None], self.mask_embedding.to(x.dtype), x)
+        return features, self.context(x)
+
+
+class HuBERT(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.config = config
+        codebook = read_codebook(config.codebook) if config.codebook is not None else None
+        if codebook is not None and codebook.features_kind != "mfcc":
+            raise ValueError(f"{config.name}: codebook {config.codebook} clusters {codebook.features_kind!r} "
+                             "features; this model labels with MFCC codebooks only")
+        self.n_clusters = codebook.clusters if codebook is not None else config.clusters
+        self.spec = ModelSpec(
+            name=config.name, n_mels=config.n_mels, crop_frames=config.crop_frames, patch_frames=1,
+            patch_bins=config.patch_bins, frontend_preset=config.frontend_preset, embed_dim=config.encoder_dim,
+            frame_hop_ms=FRAME_HOP_MS,
+            # spans overlap: the expected masked share is below p x l (0.57 for 500 frames, not 0.8)
+            mask_ratio=expected_masked_fraction(config.crop_frames, config.mask_start_probability,
+                                                config.mask_span_frames),
+        )  # fmt: skip
+        self.encoder = HubertEncoder(config)
+        self.final_proj = nn.Linear(config.encoder_dim, config.final_dim)
+        # fairseq: label_embs_concat = Parameter(FloatTensor(classes, final_dim)), nn.init.uniform_ (U[0, 1))
+        self.label_embeddings = nn.Parameter(torch.empty(self.n_clusters, config.final_dim).uniform_())
+        self.labeller = (
+            MfccFrameLabeller(torch.from_numpy(codebook.centroids)) if codebook is not None else None
+        )
+
+    @property
+    def lr_scale(self) -> float:
+        return 1.0
+
+    def label_frames(self, batch: torch.Tensor) -> torch.Tensor:
+        """(batch, frames, 320) -> int64 (batch, frames): each frame's cluster in the codebook."""
+        if self.labeller is None:
+            raise MissingCodebookError(
+                f"{self.config.name} was built without a codebook, so it has no targets to predict: fit one with "
+                "`python -m pipeline.targets --shards SHARD_DIR` (a prep --preset waveform output) and build the "
+                "model with codebook=<the folder it prints> (embed works without one)"
+            )
+        return self.labeller(batch)
+
+    def draw_mask(self, batch_size: int, device: torch.device) -> torch.Tensor:
+        """(batch, frames) bool, True = masked: fairseq's span rule (models/span_masking.py)."""
+        return span_mask(batch_size, self.config.crop_frames, start_probability=self.config.mask_start_probability,
+                         span_frames=self.config.mask_span_frames, device=device)
+
+    def cluster_logits(self, frames: torch.Tensor) -> torch.Tensor:
+        """(n, encoder_dim) context frames -> (n, clusters): cosine(final_proj(o), e_c) / temperature."""
+        projected = F.normalize(self.final_proj(frames).float(), dim=-1)
+        embeddings = F.normalize(self.label_embeddings.float(), dim=-1)
+        return projected @ embeddings.T / self.config.logit_temperature
+
+    def forward_loss(self, context: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+                     conv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, logits of the masked frames): mean cross-entropy over masked frames + the feature penalty."""
+        logits = self.cluster_logits(context[mask])  # (n_masked, clusters)
+        loss = F.cross_entropy(logits, labels[mask])
+        if self.config.feature_penalty_weight:
+            loss = loss + self.config.feature_penalty_weight * conv.float().square().mean()
+        return loss, logits
+
+    def forward(self, batch: torch.Tensor) -> MaskedOutput:
+        labels = self.label_frames(batch)  # before any work: a model without targets fails at once
+        if batch.shape[1] != self.config.crop_frames:
+            raise ValueError(f"{self.config.name} trains on crops of {self.config.crop_frames} frames, got "
+                             f"{batch.shape[1]}: build it with crop_frames={batch.shape[1]} or crop the input")
+        mask = self.draw_mask(batch.shape[0], batch.device)
+        features, context = self.encoder(batch, mask)
+        loss, logits = self.forward_loss(context.last, labels, mask, features.conv)
+        pred = logits.new_zeros(*mask.shape, self.n_clusters)
+        pred[mask] = logits.detach()  # unmasked frames are not predicted (pred_nomask_weight 0)
+        scored = mask.float()
+        return MaskedOutput(loss=loss, pred=pred, mask=scored, scored=scored)
+
+    def embed(self, batch: torch.Tensor) -> torch.Tensor:
+        """(batch, frames, 320) -> (batch, frames, encoder_dim), no masking; any number of frames.
+
+        The layer is `config.embed_layer` (None: the encoder output, i.e. the last block's after the
+        final LayerNorm of the pre-LN sizes; k: block k's output). The conv position embedding has no
+        fixed length, so long inputs are encoded whole.
+        """
+        _, context = self.encoder(batch)
+        return context.select(self.config.embed_layer)
+
+    def no_weight_decay_names(self) -> set[str]:
+        """The mask embedding and the position convolution's weight-norm magnitude."""
+        return {"encoder.mask_embedding"} | {
+            name for name, _ in self.named_parameters() if name.endswith(WEIGHT_NORM_SCALE_SUFFIX)
+        }
+
+    def training_flops_per_sample(self) -> float:
+        """Kaplan's 6 N per position: the convs on their output positions, projection and transformer on
+        every frame, final_proj and the label embeddings on the (expected) masked frames only."""
+        frames = self.config.crop_frames
+        n_masked = self.spec.mask_ratio * frames
+        flops = self.encoder.features.training_flops_per_sample(frames)
+        flops += self.encoder.context.training_flops_per_sample(frames)
+        head = count_parameters(self.final_proj) + self.label_embeddings.numel()
+        return flops + 6.0 * head * n_masked
+
+
+def _register() -> None:
+    sizes = {
+        "hubert-base": (hubert_base_config(), "95M (study Table IV; HuBERT Table I)"),
+        "hubert-large": (hubert_large_config(), "317M (study Table IV; HuBERT Table I)"),
+        "hubert-xlarge": (hubert_xlarge_config(), "964M (study Table IV; HuBERT Table I)"),
+        "hubert-debug": (hubert_debug_config(), ""),
+    }
+    for name, (config, paper) in sizes.items():
+        register_model(
+            name, lambda _config=config, **overrides: HuBERT(apply_overrides(_config, overrides)), paper_parameters=paper
+        )
+
+
+_register()

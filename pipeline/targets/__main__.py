@@ -1,0 +1,57 @@
+"""`python -m pipeline.targets`: fit (or reuse) the k-means codebook of a waveform shard set.
+
+    python -m pipeline.targets --shards DIR [--features mfcc] [--clusters K] [--crop-frames 500]
+        [--sample-fraction 0.1] [--max-sample-crops 20000] [--seed 0] [--output DIR] [--refit]
+
+Prints the codebook directory on stdout (progress goes to stderr), so a script can capture it.
+Exit status: 0 on success, 2 for a usage error (not a waveform shard set, too few frames for K, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline.cli_errors import run_cli
+from pipeline.shards.format import read_manifest
+from pipeline.targets.codebook import codebook_dir, finished_codebook, fit_codebook, print_progress
+from pipeline.targets.settings import FEATURE_KINDS, HUBERT_CLUSTERS, TargetSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = TargetSettings()
+    parser = argparse.ArgumentParser(prog="python -m pipeline.targets", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shards", required=True, help="a shard directory made with prep --preset waveform")
+    parser.add_argument("--features", default=defaults.features, choices=FEATURE_KINDS,
+                        help="what to cluster: mfcc = 39-d MFCC + deltas at 100 Hz (HuBERT iteration 1)")
+    parser.add_argument("--clusters", type=int, default=None, help="k (default: HuBERT's, 100 for mfcc)")
+    parser.add_argument("--crop-frames", type=int, default=defaults.crop_frames,
+                        help="crop length in 20 ms frames, as the model trains (500 = 10 s; debug sizes 100)")
+    parser.add_argument("--sample-fraction", type=float, default=defaults.sample_fraction,
+                        help="fraction of segment rows to draw, one crop each (HuBERT: 10%%)")
+    parser.add_argument("--max-sample-crops", type=int, default=defaults.max_sample_crops, help="cap on the draw")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the draw, the crops and k-means")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="folder to hold the codebook folder (default: SHARDS/targets)")
+    parser.add_argument("--refit", action="store_true", help="fit again even when a finished codebook is cached")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    clusters = HUBERT_CLUSTERS.get(args.features, 2) if args.clusters is None else args.clusters
+    settings = TargetSettings(features=args.features, clusters=clusters, crop_frames=args.crop_frames,
+                              sample_fraction=args.sample_fraction, max_sample_crops=args.max_sample_crops,
+                              seed=args.seed)
+    directory = codebook_dir(args.shards, settings, args.output)
+    if not args.refit and finished_codebook(directory, read_manifest(args.shards)["fingerprint"], settings):
+        print_progress(f"targets: {directory} already holds this codebook (same shards and settings); --refit redoes it")
+    else:
+        fit_codebook(args.shards, settings, directory)
+    print(directory)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, "targets"))
