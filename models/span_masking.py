@@ -97,3 +97,14 @@ def expected_masked_fraction(n_frames: int, start_probability: float, span_frame
     same-count trimming (which removes a little more)."""
     n_spans = max(MIN_SPANS, start_probability * n_frames)
     return 1.0 - (1.0 - n_spans / (n_frames - span_frames)) ** span_frames
+
+
+def start_probability_for_fraction(mask_ratio: float, n_frames: int, span_frames: int) -> float:
+    """The p whose expected coverage on `n_frames` frames is `mask_ratio` (the inverse of
+    `expected_masked_fraction` while p T >= MIN_SPANS)."""
+    if not 0.0 < mask_ratio < 1.0:
+        raise ValueError(f"mask_ratio={mask_ratio} must be in (0, 1)")
+    if n_frames <= span_frames:
+        raise ValueError(f"{n_frames} frames cannot hold a {span_frames}-frame span: use longer crops")
+    per_candidate = 1.0 - (1.0 - mask_ratio) ** (1.0 / span_frames)
+    return per_candidate * (n_frames - span_frames) / n_frames
