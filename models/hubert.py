@@ -37,8 +37,9 @@ from models.hubert_labels import MfccFrameLabeller
 from models.interface import MaskedOutput, ModelSpec, count_parameters
 from models.registry import register_model
 from models.span_masking import expected_masked_fraction, span_mask
-from models.wave_context import ContextOutput, WaveContextEncoder
-from models.wave_feature_encoder import WaveFeatureEncoder, WaveFeatures
+from models.wave_context import WaveContextEncoder
+from models.wave_encoder import WaveEncoder
+from models.wave_feature_encoder import WaveFeatureEncoder
 
 # The weight-norm magnitude g of the position convolution: a scale, like a norm's, so never decayed.
 WEIGHT_NORM_SCALE_SUFFIX = "parametrizations.weight.original0"
@@ -48,30 +49,19 @@ class MissingCodebookError(ValueError):
     """`forward` of a HuBERT built without a codebook: there is nothing to predict."""
 
 
-class HubertEncoder(nn.Module):
-    """Everything `embed` runs: conv feature encoder + projection, the mask embedding, the context network."""
-
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.features = WaveFeatureEncoder(
-            dim=config.encoder_dim, conv_channels=config.conv_channels, mode=config.extractor_mode,
-            conv_bias=False, projection_dropout=config.dropout, gradient_scale=config.feature_gradient_scale,
-        )  # fmt: skip
-        # fairseq: nn.Parameter(torch.FloatTensor(encoder_embed_dim).uniform_()), i.e. U[0, 1)
-        self.mask_embedding = nn.Parameter(torch.empty(config.encoder_dim).uniform_())
-        self.context = WaveContextEncoder(
-            dim=config.encoder_dim, depth=config.encoder_depth, n_heads=config.encoder_heads, ffn_dim=config.ffn_dim,
-            layer_norm_first=config.layer_norm_first, dropout=config.dropout, attention_dropout=config.dropout,
-            position_conv_kernel=config.position_conv_kernel, position_conv_groups=config.position_conv_groups,
-        )  # fmt: skip
-
-    def forward(self, batch: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[WaveFeatures, ContextOutput]:
-        """batch (batch, frames, 320); mask (batch, frames) bool, True = replaced by the mask embedding."""
-        features = self.features(batch)
-        x = features.projected  # (batch, frames, dim)
-        if mask is not None:
-            x = torch.where(mask[..., None], self.mask_embedding.to(x.dtype), x)
-        return features, self.context(x)
+def build_hubert_encoder(config: HubertConfig) -> WaveEncoder:
+    """Everything `embed` runs (what the pipeline counts as `model.encoder`): conv feature encoder +
+    projection, then the conv-position transformer."""
+    features = WaveFeatureEncoder(
+        dim=config.encoder_dim, conv_channels=config.conv_channels, mode=config.extractor_mode,
+        conv_bias=False, projection_dropout=config.dropout, gradient_scale=config.feature_gradient_scale,
+    )  # fmt: skip
+    context = WaveContextEncoder(
+        dim=config.encoder_dim, depth=config.encoder_depth, n_heads=config.encoder_heads, ffn_dim=config.ffn_dim,
+        layer_norm_first=config.layer_norm_first, dropout=config.dropout, attention_dropout=config.dropout,
+        position_conv_kernel=config.position_conv_kernel, position_conv_groups=config.position_conv_groups,
+    )  # fmt: skip
+    return WaveEncoder(features, context)
 
 
 class HuBERT(nn.Module):
@@ -91,7 +81,9 @@ class HuBERT(nn.Module):
             mask_ratio=expected_masked_fraction(config.crop_frames, config.mask_start_probability,
                                                 config.mask_span_frames),
         )  # fmt: skip
-        self.encoder = HubertEncoder(config)
+        self.encoder = build_hubert_encoder(config)
+        # fairseq: nn.Parameter(torch.FloatTensor(encoder_embed_dim).uniform_()), i.e. U[0, 1)
+        self.mask_embedding = nn.Parameter(torch.empty(config.encoder_dim).uniform_())
         self.final_proj = nn.Linear(config.encoder_dim, config.final_dim)
         # fairseq: label_embs_concat = Parameter(FloatTensor(classes, final_dim)), nn.init.uniform_ (U[0, 1))
         self.label_embeddings = nn.Parameter(torch.empty(self.n_clusters, config.final_dim).uniform_())
@@ -139,7 +131,7 @@ class HuBERT(nn.Module):
             raise ValueError(f"{self.config.name} trains on crops of {self.config.crop_frames} frames, got "
                              f"{batch.shape[1]}: build it with crop_frames={batch.shape[1]} or crop the input")
         mask = self.draw_mask(batch.shape[0], batch.device)
-        features, context = self.encoder(batch, mask)
+        features, context = self.encoder(batch, mask, self.mask_embedding)
         loss, logits = self.forward_loss(context.last, labels, mask, features.conv)
         pred = logits.new_zeros(*mask.shape, self.n_clusters)
         pred[mask] = logits.detach()  # unmasked frames are not predicted (pred_nomask_weight 0)
@@ -158,7 +150,7 @@ class HuBERT(nn.Module):
 
     def no_weight_decay_names(self) -> set[str]:
         """The mask embedding and the position convolution's weight-norm magnitude."""
-        return {"encoder.mask_embedding"} | {
+        return {"mask_embedding"} | {
             name for name, _ in self.named_parameters() if name.endswith(WEIGHT_NORM_SCALE_SUFFIX)
         }
 

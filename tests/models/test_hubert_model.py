@@ -83,7 +83,7 @@ def test_forward_is_the_pieces_in_order(model, speech):
     out = model(batch)
     torch.manual_seed(3)
     mask = model.draw_mask(2, batch.device)
-    features, context = model.encoder(batch, mask)
+    features, context = model.encoder(batch, mask, model.mask_embedding)
     expected, _ = model.forward_loss(context.last, model.label_frames(batch), mask, features.conv)
     assert torch.equal(out.mask.bool(), mask)
     torch.testing.assert_close(out.loss, expected)
@@ -93,12 +93,12 @@ def test_masked_frames_enter_the_transformer_as_the_mask_embedding(model, speech
     batch = speech[1][:1]
     mask = torch.zeros(1, 100, dtype=torch.bool)
     mask[0, 30:40] = True
-    features, _ = model.encoder(batch, mask)
+    features, _ = model.encoder(batch, mask, model.mask_embedding)
     seen = []
     handle = model.encoder.context.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
-    model.encoder(batch, mask)
+    model.encoder(batch, mask, model.mask_embedding)
     handle.remove()
-    assert torch.equal(seen[0][0, 30:40], model.encoder.mask_embedding.expand(10, -1))
+    assert torch.equal(seen[0][0, 30:40], model.mask_embedding.expand(10, -1))
     assert torch.equal(seen[0][0, :30], features.projected[0, :30])
 
 
@@ -138,7 +138,7 @@ def test_a_crop_of_another_length_is_refused(model):
 
 def test_weight_decay_exemptions_are_the_mask_embedding_and_weight_norm_scale(model):
     names = model.no_weight_decay_names()
-    assert names == {"encoder.mask_embedding", "encoder.context.position_conv.conv.parametrizations.weight.original0"}
+    assert names == {"mask_embedding", "encoder.context.position_conv.conv.parametrizations.weight.original0"}
     assert names <= dict(model.named_parameters()).keys()
 
 
