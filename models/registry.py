@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-FAMILY_MODULES: tuple[str, ...] = ("models.mae", "models.audiomae_plus", "models.axlstm")
+FAMILY_MODULES: tuple[str, ...] = ("models.mae", "models.audiomae_plus", "models.axlstm", "models.ssast")
 
 
 @dataclass(frozen=True, kw_only=True)
