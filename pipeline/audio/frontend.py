@@ -54,6 +54,9 @@ class FrontendPreset:
     log_eps: float
     top_db: float | None  # only for "db": values below max - top_db are raised to it
     normalize_per_clip: bool  # the recipe standardises each clip at load time
+    # "log_mel": the STFT -> mel -> log fields above apply. "waveform": a frame is `hop_samples`
+    # consecutive samples stored as they are (n_mels = samples per frame; the spectral fields are unused).
+    kind: Literal["log_mel", "waveform"] = "log_mel"
 
     @property
     def win_samples(self) -> int:
@@ -65,12 +68,26 @@ class FrontendPreset:
 
     @property
     def min_samples(self) -> int:
-        """Shortest clip the centred STFT accepts (its reflect padding needs n_fft // 2 + 1)."""
+        """Shortest clip the preset accepts: one frame of samples for a waveform; for a log-mel, what
+        the centred STFT's reflect padding needs (n_fft // 2 + 1)."""
+        if self.kind == "waveform":
+            return self.hop_samples
         return self.n_fft // 2 + 1
 
     def num_frames(self, num_samples: int) -> int:
-        """Frames `compute_log_mel` returns for a clip of `num_samples` (centred STFT)."""
+        """Frames `compute_features` returns for a clip of `num_samples`: whole frames of samples for a
+        waveform (a tail under one frame, < 20 ms, is dropped), 1 + n // hop for the centred STFT."""
+        if self.kind == "waveform":
+            return num_samples // self.hop_samples
         return 1 + num_samples // self.hop_samples
+
+    def silence(self, features: np.ndarray) -> float:
+        """The value that pads a clip's features: its minimum for a log-mel (its quietest level, silence
+        after log compression); 0 for a waveform (the mean after per-clip normalisation is 0 too, but
+        padding happens before it, where silence is a zero sample)."""
+        if self.kind == "waveform":
+            return 0.0
+        return float(features.min())
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -109,11 +126,51 @@ PRESETS: dict[str, FrontendPreset] = {
         top_db=120.0,
         normalize_per_clip=False,
     ),
+    # SSAST's input (Gong et al., AAAI 2022, Sec. 3.1; its code's Kaldi fbank call): 128 mel bins,
+    # 25 ms window, 10 ms hop, Hann window, 20 Hz (Kaldi's low_freq default) to 8000 Hz, natural log.
+    # Kaldi rounds the FFT up to a power of two (512 for 400 samples). SSAST standardises with one
+    # dataset mean/std; the per-bin dataset mean/std of the shard manifest is the same idea per bin.
+    "ssast": FrontendPreset(
+        name="ssast",
+        sample_rate_hz=TARGET_SAMPLE_RATE_HZ,
+        n_mels=128,
+        n_fft=512,
+        win_ms=25.0,
+        hop_ms=10.0,
+        f_min_hz=20.0,
+        f_max_hz=8000.0,
+        power=2.0,
+        log_kind="ln",
+        log_eps=1.1920929e-07,  # Kaldi's floor: float32 machine epsilon
+        top_db=None,
+        normalize_per_clip=False,
+    ),
+    # HuBERT / wav2vec 2.0 read 16 kHz samples (HuBERT Sec. IV-B, wav2vec 2.0 Sec. 2). A frame is 20 ms
+    # (320 samples): their conv feature encoder's stride, so one stored frame is one encoder frame and
+    # crops, masks and labels align. Each crop is standardised (wav2vec 2.0 / HuBERT Large `normalize`).
+    # Samples are stored as float16 (2 bytes, as int16 PCM; relative precision 2^-11, i.e. the
+    # quantisation noise sits ~66 dB under the signal at any level, where int16's is fixed at -96 dBFS).
+    "waveform": FrontendPreset(
+        name="waveform",
+        sample_rate_hz=TARGET_SAMPLE_RATE_HZ,
+        n_mels=320,
+        n_fft=320,
+        win_ms=20.0,
+        hop_ms=20.0,
+        f_min_hz=0.0,
+        f_max_hz=8000.0,
+        power=1.0,
+        log_kind="ln",
+        log_eps=0.0,
+        top_db=None,
+        normalize_per_clip=True,
+        kind="waveform",
+    ),
 }
 
 
 def get_preset(name: str) -> FrontendPreset:
-    """The preset called `name` ("audiomae" or "dasheng")."""
+    """The preset called `name` (one of PRESETS)."""
     try:
         return PRESETS[name]
     except KeyError:
@@ -208,6 +265,26 @@ def _window_and_filterbank(preset: FrontendPreset) -> tuple[torch.Tensor, torch.
         mel_scale="htk",
     )
     return window, filterbank
+
+
+def compute_features(wave_16k: np.ndarray, preset: FrontendPreset) -> np.ndarray:
+    """What the shards store for a clip: float32 (frames, n_mels), frames = `preset.num_frames(n)`."""
+    if preset.kind == "waveform":
+        return frame_waveform(wave_16k, preset)
+    return compute_log_mel(wave_16k, preset)
+
+
+def frame_waveform(wave_16k: np.ndarray, preset: FrontendPreset) -> np.ndarray:
+    """A 16 kHz waveform as (n // hop, hop) float32 rows of consecutive samples; the tail under one
+    frame is dropped (it cannot hold an encoder frame)."""
+    frames = preset.num_frames(len(wave_16k))
+    if frames < 1:
+        raise ValueError(
+            f"clip of {len(wave_16k)} samples is shorter than one {preset.hop_samples}-sample frame "
+            f"({preset.hop_ms:g} ms) of preset {preset.name!r}"
+        )
+    samples = np.asarray(wave_16k[: frames * preset.hop_samples], dtype=np.float32)
+    return samples.reshape(frames, preset.hop_samples).copy()
 
 
 def compute_log_mel(wave_16k: np.ndarray, preset: FrontendPreset) -> np.ndarray:

@@ -29,7 +29,7 @@ from pipeline.audio.frontend import (
     FrontendPreset,
     check_file_not_empty,
     check_finite,
-    compute_log_mel,
+    compute_features,
     to_mono_16k,
 )
 
@@ -111,7 +111,7 @@ def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float, *,
                     )
                 yield duration_s
                 break
-            yield Segment(index=index, offset_s=offset_s, duration_s=duration_s, mel=compute_log_mel(wave_16k, preset))
+            yield Segment(index=index, offset_s=offset_s, duration_s=duration_s, mel=compute_features(wave_16k, preset))
             index += 1
 
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from pipeline.audio.frontend import (
     FrontendPreset,
-    compute_log_mel,
+    compute_features,
     get_preset,
     normalize_clip,
 )
@@ -123,9 +123,9 @@ class FrameEmbedder:
     def model_input(self, wave_16k: np.ndarray) -> np.ndarray:
         """Normalised log-mel rounded to whole patches: (frames, n_mels), frames % patch_frames == 0."""
         wave = np.asarray(wave_16k, dtype=np.float32)
-        if len(wave) < self.preset.min_samples:  # too short for one STFT window: pad with silence
+        if len(wave) < self.preset.min_samples:  # too short for one STFT window or frame: pad with silence
             wave = np.pad(wave, (0, self.preset.min_samples - len(wave)))
-        mel = self.normalisation.apply(compute_log_mel(wave, self.preset))
+        mel = self.normalisation.apply(compute_features(wave, self.preset))
         patch = self.spec.patch_frames
         whole_patches, remainder = divmod(len(mel), patch)
         # A trailing partial patch that is mostly padding would put a frame centre past the end
@@ -134,7 +134,7 @@ class FrameEmbedder:
         padded_frames = n_patches * patch
         mel = mel[:padded_frames]
         if padded_frames > len(mel):
-            mel = np.pad(mel, ((0, padded_frames - len(mel)), (0, 0)), constant_values=float(mel.min()))
+            mel = np.pad(mel, ((0, padded_frames - len(mel)), (0, 0)), constant_values=self.preset.silence(mel))
         return mel.astype(np.float32, copy=False)
 
     @torch.inference_mode()

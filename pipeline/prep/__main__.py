@@ -1,6 +1,6 @@
 """`python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
 
-    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng]
+    python -m pipeline.prep --input DIR_OR_MANIFEST --output DIR [--preset audiomae|dasheng|ssast|waveform]
         [--segment-s 10] [--max-hours H] [--seed S] [--address RAY_ADDRESS] [--overwrite]
 
 Exit status: 0 when at least one input produced rows (or a finished identical run was reused),
@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from pipeline.audio.frontend import PRESETS
 from pipeline.audio.inputs import InputListingError
 from pipeline.cli_errors import run_cli
 from pipeline.prep.output import OutputConflictError
@@ -60,7 +61,8 @@ def parse_args(argv: list[str] | None) -> PrepConfig:
     parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, type=Path, help="audio directory, or a .csv/.jsonl manifest")
     parser.add_argument("--output", required=True, type=Path, help="shard directory to write")
-    parser.add_argument("--preset", default="audiomae", choices=["audiomae", "dasheng"])
+    parser.add_argument("--preset", default="audiomae", choices=sorted(PRESETS),
+                        help="front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)")
     parser.add_argument("--segment-s", type=float, default=10.0, help="longest segment (row), seconds")
     parser.add_argument("--max-hours", type=float, default=None, help="seeded, nested subset of about H hours")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --max-hours subset")

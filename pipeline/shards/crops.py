@@ -8,8 +8,8 @@ Policies (the stream `pipeline.shards.crop_stream` and the fixed samples `read_c
   (`frontend.normalize_clip`, over the whole segment, before cropping); the others (dasheng) use
   the manifest's per-bin dataset mean/std.
 - Segments shorter than `crop_frames` but at least `min_frames` long (default: half a crop) are
-  padded at the end with the segment's minimum value, i.e. its quietest level, which after log
-  compression is what silence looks like. Shorter segments are skipped; they are counted in
+  padded at the end with silence: for a log-mel the segment's minimum value, i.e. its quietest level,
+  which after log compression is what silence looks like; for a waveform a zero sample. Shorter segments are skipped; they are counted in
   `count_short_segments` so a caller can report how much data the threshold drops.
 """
 
@@ -112,9 +112,10 @@ class CropBatch:
     table order. Vectorised: the per-row Python is one hash of the clip id (README, the reader budget)."""
 
     def __init__(self, *, crop_frames: int, min_frames: int, seed: int, n_mels: int, split: str | None,
-                 per_clip: bool, bin_mean: np.ndarray | None, bin_std: np.ndarray | None):
+                 per_clip: bool, bin_mean: np.ndarray | None, bin_std: np.ndarray | None, waveform: bool = False):
         self.crop_frames, self.min_frames, self.seed, self.n_mels = crop_frames, min_frames, seed, n_mels
         self.split, self.per_clip, self.bin_mean, self.bin_std = split, per_clip, bin_mean, bin_std
+        self.waveform = waveform  # frames of samples (the `waveform` preset): silence is a zero sample
         self.holdout: tuple[str | None, float] = (None, 0.0)  # (side, fraction): pipeline.shards.holdout
 
     def columns(self) -> list[str]:
@@ -149,7 +150,10 @@ class CropBatch:
         shift = np.broadcast_to(shift, (len(frames), self.n_mels)).astype(np.float32)
         scale = np.broadcast_to(scale, (len(frames), self.n_mels)).astype(np.float32)
         pad = np.zeros(len(frames), np.float32)
-        for row in np.flatnonzero(frames < self.crop_frames):  # pad with the segment's minimum: its silence
+        for row in np.flatnonzero(frames < self.crop_frames):  # pad with the segment's silence
+            if self.waveform:
+                pad[row] = -shift[row, 0] / scale[row, 0]  # a zero sample, normalised like the segment
+                continue
             segment = flat[offsets[row] : offsets[row + 1]].astype(np.float32)
             pad[row] = ((segment - shift[row]) / scale[row]).min()
         return RawCrops(mel=mel, shift=shift, scale=scale, valid=np.minimum(frames, self.crop_frames), pad=pad)
@@ -220,6 +224,7 @@ def crop_policy(manifest: dict, *, crop_frames: int, seed: int, normalize: bool 
         per_clip=per_clip,
         bin_mean=np.asarray(manifest["mean"], np.float32) if use_dataset_stats else None,
         bin_std=np.maximum(np.asarray(manifest["std"], np.float32), 1e-5) if use_dataset_stats else None,
+        waveform=manifest["preset"].get("kind") == "waveform",
     )
 
 

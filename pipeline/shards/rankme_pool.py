@@ -114,7 +114,7 @@ def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.n
     Read from the part files at each call (one pass, one file in memory at a time) rather than kept:
     30,000 crops of 10 s are ~7 GiB of float32. Order is file order; RankMe does not depend on it."""
     manifest = read_manifest(pool.shards_dir)
-    normalise = pool_normaliser(manifest)
+    normalise, silence = pool_normaliser(manifest), _silence_rule(manifest)
     wanted = dict(pool.rows)
     location = locate_shards(pool.shards_dir)
     pending: list[np.ndarray] = []
@@ -122,7 +122,8 @@ def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.n
         table = pq.read_table(location.child_path(name), columns=["clip_id", "mel"], filesystem=location.filesystem)
         table = table.filter(pc.is_in(table["clip_id"], value_set=pa.array(list(wanted), table["clip_id"].type)))
         for clip_id, mel16 in zip(table["clip_id"].to_pylist(), mel_matrices(table["mel"], int(manifest["n_mels"]))):
-            pending.extend(_windows(normalise(mel16), pool.crop_frames, wanted[clip_id]))
+            normalised = normalise(mel16)
+            pending.extend(_windows(normalised, pool.crop_frames, wanted[clip_id], silence(mel16, normalised)))
             while len(pending) >= batch_crops:
                 yield np.stack(pending[:batch_crops])
                 pending = pending[batch_crops:]
@@ -130,13 +131,28 @@ def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.n
         yield np.stack(pending)
 
 
-def _windows(mel: np.ndarray, crop_frames: int, count: int) -> list[np.ndarray]:
-    """The first `count` non-overlapping windows; a short last one padded with the row's minimum."""
+def _silence_rule(manifest: dict):
+    """(stored row, normalised row) -> the normalised value that pads it, as the training crops pad:
+    the row's minimum for a log-mel; for a waveform a zero sample, normalised like the row."""
+    if manifest["preset"].get("kind") != "waveform":
+        return lambda stored, normalised: float(normalised.min())
+
+    def zero_sample(stored: np.ndarray, normalised: np.ndarray) -> float:
+        # the per-clip normalisation is affine, n = (x - mean) / std: a zero sample maps to -mean / std
+        values = stored.astype(np.float32)
+        std = float(values.std())
+        return -float(values.mean()) / (std if std > 1e-5 else 1.0)
+
+    return zero_sample
+
+
+def _windows(mel: np.ndarray, crop_frames: int, count: int, pad_value: float) -> list[np.ndarray]:
+    """The first `count` non-overlapping windows; a short last one padded with `pad_value` (silence)."""
     windows = []
     for index in range(count):
         window = mel[index * crop_frames : (index + 1) * crop_frames]
         if len(window) < crop_frames:
-            padding = np.full((crop_frames - len(window), mel.shape[1]), mel.min(), dtype=mel.dtype)
+            padding = np.full((crop_frames - len(window), mel.shape[1]), pad_value, dtype=mel.dtype)
             window = np.concatenate([window, padding])
         windows.append(window)
     return windows

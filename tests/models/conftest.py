@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.audio.frontend import (
-    compute_log_mel,
+    compute_features,
     get_preset,
     load_audio,
     normalize_clip,
@@ -27,7 +27,8 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def speech_log_mel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
-    """preset name -> clip-normalized log-mel (frames, n_mels) of ~15 s of synthetic speech."""
+    """preset name -> clip-normalized features (frames, n_mels) of ~15 s of synthetic speech: log-mel, or
+    for `waveform` 20 ms frames of samples (frames, 320)."""
     if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is missing: install the Debian packages in scripts/debian-packages.txt")
     out_dir = tmp_path_factory.mktemp("speech")
@@ -39,7 +40,8 @@ def speech_log_mel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.nda
         waves.append(to_mono_16k(wave, sample_rate_hz))
     speech = np.concatenate(waves)
     return {
-        name: normalize_clip(compute_log_mel(speech, get_preset(name))) for name in ("audiomae", "dasheng")
+        name: normalize_clip(compute_features(speech, get_preset(name)))
+        for name in ("audiomae", "dasheng", "ssast", "waveform")
     }
 
 
