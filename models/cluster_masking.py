@@ -1,6 +1,6 @@
 """SSAST's masking by count: an exact number of masked patches per clip, in clusters or at random.
 
-SSAST (Gong et al., AAAI 2022, Sec. 2.3 and the reference `ASTModel.gen_maskid_patch`) masks
+SSAST (Gong et al., AAAI 2022, and its reference code `ASTModel.gen_maskid_patch`) masks
 patch-based models in clusters: pick a random patch, mask the square of side C around it, repeat
 until enough patches are masked; C is drawn per clip from {3, 4, 5} (`randrange(3) + 3`, the
 reference's cluster factor 3). Frame-based models mask single frames at random
@@ -72,14 +72,15 @@ def cluster_mask_ids(
     if min(cluster_sides) < 1:
         raise ValueError(f"cluster_sides={cluster_sides}: every square side must be at least 1")
     n_squares = n_masked
-    sides = torch.tensor(cluster_sides, device=device)
+    sides = torch.tensor(cluster_sides, device=device, dtype=torch.int32)
     side_pick = torch.randint(len(cluster_sides), (batch, 1), device=device, generator=generator)
     side = sides[side_pick]  # (batch, 1)
     before = (side - 1) // 2  # cells before the centre along each axis; side - 1 - before after
-    centre_time = torch.randint(n_time, (batch, n_squares), device=device, generator=generator)
-    centre_freq = torch.randint(n_freq, (batch, n_squares), device=device, generator=generator)
+    # int32 halves the (batch, squares, patches) intermediates: 24 x 400 x 512 at Base's batch
+    centre_time = torch.randint(n_time, (batch, n_squares), device=device, generator=generator, dtype=torch.int32)
+    centre_freq = torch.randint(n_freq, (batch, n_squares), device=device, generator=generator, dtype=torch.int32)
 
-    token = torch.arange(n_patches, device=device)
+    token = torch.arange(n_patches, device=device, dtype=torch.int32)
     time_offset = (token // n_freq)[None, None, :] - centre_time[..., None]  # (batch, squares, n)
     freq_offset = (token % n_freq)[None, None, :] - centre_freq[..., None]
     low, high = -before[..., None], (side - 1 - before)[..., None]  # (batch, 1, 1)
@@ -89,7 +90,7 @@ def cluster_mask_ids(
     # Priority of a patch: the first square that covers it, then its distance to that square's
     # centre. Distances stay below n_patches, so square index * n_patches orders squares first.
     distance = time_offset.abs() + freq_offset.abs()
-    square_index = torch.arange(n_squares, device=device)[None, :, None]
+    square_index = torch.arange(n_squares, device=device, dtype=torch.int32)[None, :, None]
     priority = torch.where(inside, square_index * n_patches + distance, n_squares * n_patches)
     first = priority.min(dim=1).values.float()  # (batch, n_patches)
     # uncovered patches tie at the largest priority; noise below 1 orders them at random

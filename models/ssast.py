@@ -20,9 +20,10 @@ Parameters (tests/models/test_ssast_model.py pins them), in millions:
     base    87.225                     88.763                                89M
 Patch and frame variants have equal counts (both patches hold 256 values). The paper's figures
 count what the reference model holds: timm's `vit_deit_*_distilled` keeps its ImageNet `head` and
-`head_dist` (2 x (1000 width + 1000) parameters) although SSAST never calls them. We leave them
-out: unused, they would only stall DDP. Ours round to the paper's figure for Tiny; Small and Base
-sit 0.77M and 1.54M below it, exactly those heads.
+`head_dist` (2 x (1000 width + 1000) parameters: 0.39M, 0.77M, 1.54M) although SSAST never calls
+them (and two frozen scalars recording the input shape). We leave the heads out: unused, they
+would only stall DDP. Ours round to the paper's figure for Tiny; for Small and Base those heads
+are the whole gap (22.08 + 0.77 = 22.85 -> 23, 87.23 + 1.54 = 88.76 -> 89).
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ from models.interface import MaskedOutput, ModelSpec, PatchedMelModel, count_par
 from models.masking import gather_tokens
 from models.registry import register_model
 from models.ssast_config import PATCH_SHAPES, SSASTConfig, ssast_config_with_overrides
-from models.ssast_objective import PatchPredictionHead, masked_patch_info_nce, masked_patch_mse
+from models.ssast_objective import (
+    PatchPredictionHead,
+    masked_patch_info_nce,
+    masked_patch_mse,
+)
 
 
 class SSASTEncoder(nn.Module):

@@ -15,9 +15,9 @@ from models.config import FRONTEND_HOP_MS
 from models.config_overrides import apply_overrides
 from models.patching import PatchGrid
 
-# SSAST's two patch shapes, as (time frames, mel bins): patch-based 16 x 16 (Sec. 2.2, the
-# reference's fshape=tshape=16) and frame-based 128 bins x 2 frames (fshape=128, tshape=2). Both
-# tile the 1024 x 128 input into 512 patches of 256 values.
+# SSAST's two patch shapes, as (time frames, mel bins): patch-based 16 x 16 (the reference's
+# run_mask_patch.sh, fshape=tshape=16) and frame-based 128 bins x 2 frames (run_mask_frame.sh,
+# fshape=128, tshape=2). Both tile the 1024 x 128 input into 512 patches of 256 values.
 PATCH_SHAPES = {"patch": (16, 16), "frame": (2, 128)}
 
 
@@ -26,17 +26,17 @@ class SSASTConfig(PatchGrid):
     name: str
     encoder_dim: int
     encoder_heads: int
-    encoder_depth: int = 12  # DeiT Tiny/Small/Base all have 12 blocks (SSAST Sec. 3.1)
+    encoder_depth: int = 12  # DeiT Tiny/Small/Base all have 12 blocks (reference: self.depth = 12)
     patch_shape: str = "patch"  # "patch" (16 x 16, cluster masking) | "frame" (128 x 2, random)
-    # SSAST's input (Sec. 3.1, the reference's input_tdim=1024, num_mel_bins=128): 128-bin log-mel
-    # fbank, 25 ms window, 10 ms hop, 1024 frames (10.24 s), normalized with dataset mean/std.
+    # SSAST's input (run_mask_patch.sh: target_length=1024, num_mel_bins=128; dataloader.py's Kaldi
+    # fbank): 128-bin log-mel, 25 ms window, 10 ms hop, 1024 frames (10.24 s), dataset-normalized.
     frontend_preset: str = "ssast"
     n_mels: int = 128
     crop_frames: int = 1024
     patch_frames: int = 16
     patch_bins: int = 16
-    # Patches replaced by the mask embedding per clip: 400 is SSAST's default (`mask_patch=400`,
-    # run_mask_patch.sh); the RankMe study's Table IV also trains 250.
+    # Patches replaced by the mask embedding per clip: 400 is SSAST's default (run_mask_patch.sh,
+    # `mask_patch=400`); the RankMe study's Table IV also trains 250.
     mask_patches: int = 400
     cluster_sides: tuple[int, ...] = SSAST_CLUSTER_SIDES  # patch-based only
     # DeiT's distilled models carry a cls and a distillation token (reference: cls_token_num = 2);
@@ -44,7 +44,7 @@ class SSASTConfig(PatchGrid):
     n_prefix_tokens: int = 2
     # Hidden width of the two Linear-ReLU-Linear heads; the reference uses the encoder width.
     head_hidden_dim: int | None = None
-    # total = InfoNCE + generative_weight x MSE (SSAST Sec. 2.3, lambda = 10; traintest_mask.py
+    # total = InfoNCE + generative_weight x MSE (SSAST paper, lambda = 10; traintest_mask.py
     # `loss = loss1 + 10 * loss2`)
     generative_weight: float = 10.0
     # Which encoder output `embed` returns: None = the last block's output after the final
@@ -58,7 +58,8 @@ class SSASTConfig(PatchGrid):
 
     @property
     def cluster_masking(self) -> bool:
-        """Clusters for square patches, single random frames for frame patches (SSAST Sec. 2.3)."""
+        """Clusters for square patches, single random frames for frame patches (traintest_mask.py:
+        `cluster = (args.num_mel_bins != args.fshape)`)."""
         return self.patch_shape == "patch"
 
     @property

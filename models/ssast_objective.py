@@ -8,10 +8,11 @@ the flattened input patch x_i (256 values for 16 x 16 or 128 x 2 patches), and
     L_g =  1/N sum_i mean over values of (r_i - x_i)^2
     L   = L_d + lambda L_g,  lambda = 10.
 
-The reference code (ast_models.py `mpc`) normalises over predictions for each target instead
-(`log_softmax(x @ c^T)` along the prediction axis: the transpose of L_d; the authors' note on issue
-#13 calls it "likely performance-wise similar"). We follow the paper's L_d: each prediction must
-pick its own patch out of the clip's masked patches, the wording of the method.
+L_d is the paper's Eq. (1). The reference code (ast_models.py `mpc`) normalises over predictions
+for each target instead (`log_softmax(x @ c^T)` along the prediction axis: the transpose of L_d);
+its comment of 8/12/2022 (issue #13) notes the difference from Eq. (1), "(likely)
+performance-wise similar". We follow Eq. (1): each prediction must pick its own patch out of the
+clip's masked patches, the wording of the method.
 
 Dot products are raw (no temperature, no normalisation), as in paper and code.
 """
