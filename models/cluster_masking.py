@@ -77,8 +77,9 @@ def cluster_mask_ids(
     side = sides[side_pick]  # (batch, 1)
     before = (side - 1) // 2  # cells before the centre along each axis; side - 1 - before after
     # int32 halves the (batch, squares, patches) intermediates: 24 x 400 x 512 at Base's batch
-    centre_time = torch.randint(n_time, (batch, n_squares), device=device, generator=generator, dtype=torch.int32)
-    centre_freq = torch.randint(n_freq, (batch, n_squares), device=device, generator=generator, dtype=torch.int32)
+    draw = {"device": device, "generator": generator, "dtype": torch.int32}
+    centre_time = torch.randint(n_time, (batch, n_squares), **draw)
+    centre_freq = torch.randint(n_freq, (batch, n_squares), **draw)
 
     token = torch.arange(n_patches, device=device, dtype=torch.int32)
     time_offset = (token // n_freq)[None, None, :] - centre_time[..., None]  # (batch, squares, n)

@@ -212,19 +212,20 @@ def debug_ssast_config(patch_shape: str) -> SSASTConfig:
     )
 
 
+def build_ssast(config: SSASTConfig, **overrides: object) -> SSAST:
+    return SSAST(ssast_config_with_overrides(config, overrides))
+
+
 def _register() -> None:
     for patch_shape in PATCH_SHAPES:
         for size, (width, heads, paper_m) in SIZES.items():
             config = ssast_config(f"ssast-{size}-{patch_shape}", width, heads, patch_shape)
             register_model(
                 config.name,
-                lambda _config=config, **overrides: SSAST(ssast_config_with_overrides(_config, overrides)),
-                paper_parameters=f"total {paper_m}M (SSAST paper; study Table IV), incl. unused DeiT heads",
+                lambda _config=config, **overrides: build_ssast(_config, **overrides),
+                paper_parameters=f"total {paper_m}M (SSAST; study Table IV), with DeiT's unused heads",
             )
         debug = debug_ssast_config(patch_shape)
-        register_model(
-            debug.name, lambda _config=debug, **overrides: SSAST(ssast_config_with_overrides(_config, overrides))
-        )
-
+        register_model(debug.name, lambda _config=debug, **overrides: build_ssast(_config, **overrides))
 
 _register()

@@ -18,7 +18,9 @@ def _isolated_per_clip(ids: torch.Tensor, n_time: int, n_freq: int) -> torch.Ten
 
 
 @pytest.mark.parametrize("n_time,n_freq,n_masked", [(64, 8, 400), (64, 8, 250), (8, 8, 50), (64, 8, 1)])
-def test_cluster_masking_masks_exactly_the_count_of_distinct_patches(n_time: int, n_freq: int, n_masked: int) -> None:
+def test_cluster_masking_masks_exactly_the_count_of_distinct_patches(
+    n_time: int, n_freq: int, n_masked: int
+) -> None:
     generator = torch.Generator().manual_seed(0)
     ids = cluster_mask_ids(16, n_time, n_freq, n_masked, generator=generator)
     assert ids.shape == (16, n_masked)

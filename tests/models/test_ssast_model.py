@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import models
 from models.cluster_masking import mask_from_ids
+from pipeline.audio.frontend import get_preset
 
 WIDTHS = {"tiny": 192, "small": 384, "base": 768}
 # Our exact counts: encoder (patch embedding, cls + dist tokens, 514-row position table, mask
@@ -41,17 +42,24 @@ def test_spec_is_ssasts_input_and_patch_grid(shape: str, patch: tuple[int, int],
     assert spec.embed_dim == 768 * (128 // patch[1])
 
 
+@pytest.mark.parametrize("name", ["ssast-base-patch", "ssast-debug-frame"])
+def test_spec_agrees_with_the_ssast_front_end_preset(name: str) -> None:
+    spec = _meta(name).spec
+    preset = get_preset(spec.frontend_preset)
+    assert spec.n_mels == preset.n_mels == 128
+    assert spec.frame_hop_ms == spec.patch_frames * preset.hop_ms
+    assert not preset.normalize_per_clip  # dataset statistics, as SSAST normalises
+
+
 @pytest.mark.parametrize("size", sorted(WIDTHS))
 def test_parameter_counts_are_the_papers_less_deits_unused_classifier_heads(size: str) -> None:
-    for shape in ("patch", "frame"):
-        assert models.count_parameters(_meta(f"ssast-{size}-{shape}")) == OUR_PARAMETERS[size]
-    width = WIDTHS[size]
+    counts = {models.count_parameters(_meta(f"ssast-{size}-{shape}")) for shape in ("patch", "frame")}
+    assert counts == {OUR_PARAMETERS[size]}  # patch and frame: equal counts
+    count, width = counts.pop(), WIDTHS[size]
     unused_deit_heads = 2 * (1000 * width + 1000)  # timm's head + head_dist, 1000 ImageNet classes
-    assert round((OUR_PARAMETERS[size] + unused_deit_heads) / 1e6) == PAPER_MILLIONS[size]
-
-
-def test_tiny_rounds_to_the_paper_figure_without_the_deit_heads_too() -> None:
-    assert round(OUR_PARAMETERS["tiny"] / 1e6) == PAPER_MILLIONS["tiny"]
+    assert round((count + unused_deit_heads) / 1e6) == PAPER_MILLIONS[size]
+    # without them only Tiny rounds to the paper's figure (5.66 -> 6; 22.08 -> 22, 87.23 -> 87)
+    assert (round(count / 1e6) == PAPER_MILLIONS[size]) == (size == "tiny")
 
 
 def test_encoder_carries_two_prefix_tokens_and_one_learnable_table_over_them_and_the_patches() -> None:
@@ -95,7 +103,9 @@ def test_masked_patches_reach_the_encoder_only_as_the_mask_embedding() -> None:
         assert not torch.allclose(model.encoder(patches), model.encoder(scrambled))
 
 
-@pytest.mark.parametrize("name,frames,width", [("ssast-debug-patch", 8, 64 * 8), ("ssast-debug-frame", 64, 64)])
+@pytest.mark.parametrize(
+    "name,frames,width", [("ssast-debug-patch", 8, 64 * 8), ("ssast-debug-frame", 64, 64)]
+)
 def test_embed_returns_one_frame_per_time_patch(name: str, frames: int, width: int) -> None:
     torch.manual_seed(0)
     model = models.build_model(name).eval()
