@@ -93,11 +93,11 @@ def cluster_mask_ids(
     distance = time_offset.abs() + freq_offset.abs()
     square_index = torch.arange(n_squares, device=device, dtype=torch.int32)[None, :, None]
     priority = torch.where(inside, square_index * n_patches + distance, n_squares * n_patches)
-    first = priority.min(dim=1).values.float()  # (batch, n_patches)
+    # float64 keeps priorities exact past float32's 2^24 (a (batch, n_patches) tensor: cheap)
+    first = priority.min(dim=1).values.double()  # (batch, n_patches)
     # uncovered patches tie at the largest priority; noise below 1 orders them at random
-    first = first + torch.rand(batch, n_patches, device=device, generator=generator) * (
-        first == n_squares * n_patches
-    )
+    noise = torch.rand(batch, n_patches, device=device, generator=generator, dtype=torch.float64)
+    first = first + noise * (first == n_squares * n_patches)
     return torch.argsort(first, dim=1)[:, :n_masked]
 
 
