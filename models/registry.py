@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 FAMILY_MODULES: tuple[str, ...] = (
-    "models.mae", "models.audiomae_plus", "models.axlstm", "models.wav2vec2", "models.hubert",
+    "models.mae", "models.audiomae_plus", "models.axlstm", "models.ssast", "models.wav2vec2", "models.hubert",
 )
 
 
