@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import models  # noqa: E402
-from models.hubert_codebook import CENTROIDS_NAME, CODEBOOK_MANIFEST_NAME  # noqa: E402
+import models
+from models.hubert_codebook import CENTROIDS_NAME, CODEBOOK_MANIFEST_NAME
 
 
 def random_codebook(directory: Path, clusters: int) -> Path:

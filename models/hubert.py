@@ -13,8 +13,11 @@ alpha = 1: fairseq pred_masked_weight 1, pred_nomask_weight 0), plus fairseq's f
 Targets: the model holds the codebook (`codebook=DIR` from `python -m pipeline.targets`) as a buffer
 and labels each crop on the fly (models/hubert_labels.py), one label per 20 ms frame.
 
+Targets of iteration 2 (a trained HuBERT's layer output) come the same way: the codebook folder
+holds the teacher's layers up to the chosen one, which the model carries frozen (models/hubert_teacher.py).
+
 Not reproduced: LayerDrop (Base 0.05; skipped blocks break DistributedDataParallel without
-find_unused_parameters, see models/wave_context.py); iteration-2 targets from a teacher's layer.
+find_unused_parameters, see models/wave_context.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.config_overrides import apply_overrides
-from models.hubert_codebook import read_codebook
+from models.hubert_codebook import frame_labeller, read_codebook
 from models.hubert_config import (
     FRAME_HOP_MS,
     HubertConfig,
@@ -33,13 +36,10 @@ from models.hubert_config import (
     hubert_large_config,
     hubert_xlarge_config,
 )
-from models.hubert_labels import MfccFrameLabeller
+from models.hubert_encoder import build_hubert_encoder
 from models.interface import MaskedOutput, ModelSpec, count_parameters
 from models.registry import register_model
 from models.span_masking import expected_masked_fraction, span_mask
-from models.wave_context import WaveContextEncoder
-from models.wave_encoder import WaveEncoder
-from models.wave_feature_encoder import WaveFeatureEncoder
 
 # The weight-norm magnitude g of the position convolution: a scale, like a norm's, so never decayed.
 WEIGHT_NORM_SCALE_SUFFIX = "parametrizations.weight.original0"
@@ -49,29 +49,11 @@ class MissingCodebookError(ValueError):
     """`forward` of a HuBERT built without a codebook: there is nothing to predict."""
 
 
-def build_hubert_encoder(config: HubertConfig) -> WaveEncoder:
-    """Everything `embed` runs (what the pipeline counts as `model.encoder`): conv feature encoder +
-    projection, then the conv-position transformer."""
-    features = WaveFeatureEncoder(
-        dim=config.encoder_dim, conv_channels=config.conv_channels, mode=config.extractor_mode,
-        conv_bias=False, projection_dropout=config.dropout, gradient_scale=config.feature_gradient_scale,
-    )  # fmt: skip
-    context = WaveContextEncoder(
-        dim=config.encoder_dim, depth=config.encoder_depth, n_heads=config.encoder_heads, ffn_dim=config.ffn_dim,
-        layer_norm_first=config.layer_norm_first, dropout=config.dropout, attention_dropout=config.dropout,
-        position_conv_kernel=config.position_conv_kernel, position_conv_groups=config.position_conv_groups,
-    )  # fmt: skip
-    return WaveEncoder(features, context)
-
-
 class HuBERT(nn.Module):
     def __init__(self, config: HubertConfig) -> None:
         super().__init__()
         self.config = config
         codebook = read_codebook(config.codebook) if config.codebook is not None else None
-        if codebook is not None and codebook.features_kind != "mfcc":
-            raise ValueError(f"{config.name}: codebook {config.codebook} clusters {codebook.features_kind!r} "
-                             "features; this model labels with MFCC codebooks only")
         self.n_clusters = codebook.clusters if codebook is not None else config.clusters
         self.spec = ModelSpec(
             name=config.name, n_mels=config.n_mels, crop_frames=config.crop_frames, patch_frames=1,
@@ -87,9 +69,8 @@ class HuBERT(nn.Module):
         self.final_proj = nn.Linear(config.encoder_dim, config.final_dim)
         # fairseq: label_embs_concat = Parameter(FloatTensor(classes, final_dim)), nn.init.uniform_ (U[0, 1))
         self.label_embeddings = nn.Parameter(torch.empty(self.n_clusters, config.final_dim).uniform_())
-        self.labeller = (
-            MfccFrameLabeller(torch.from_numpy(codebook.centroids)) if codebook is not None else None
-        )
+        # MFCC (iteration 1) or a frozen teacher's layer (iteration 2): buffers and frozen weights only
+        self.labeller = frame_labeller(config.codebook, codebook) if codebook is not None else None
 
     @property
     def lr_scale(self) -> float:
@@ -151,7 +132,7 @@ class HuBERT(nn.Module):
     def no_weight_decay_names(self) -> set[str]:
         """The mask embedding and the position convolution's weight-norm magnitude."""
         return {"mask_embedding"} | {
-            name for name, _ in self.named_parameters() if name.endswith(WEIGHT_NORM_SCALE_SUFFIX)
+            name for name, p in self.named_parameters() if p.requires_grad and name.endswith(WEIGHT_NORM_SCALE_SUFFIX)
         }
 
     def training_flops_per_sample(self) -> float:

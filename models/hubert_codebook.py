@@ -5,6 +5,8 @@ keeps the centroids as a buffer, so every checkpoint carries the codebook it was
 
 Layout:
 - `centroids.npy`: float32 (clusters, feature_dim), row c = centroid of cluster c.
+- `teacher.safetensors` (features "hubert" only): the frozen teacher's weights up to the chosen
+  layer; codebook.json's features.teacher_config rebuilds its modules (models/hubert_teacher.py).
 - `codebook.json`: {"format_version", "features": {"kind": "mfcc", ...every parameter},
   "clusters", "feature_dim", "sample": {...}, "seed", "shards": {"dir", "fingerprint", ...},
   "kmeans": {every MiniBatchKMeans parameter, "inertia", "iterations", "steps"}, "created_utc", ...}.
@@ -62,3 +64,26 @@ def read_codebook(directory: str | Path) -> Codebook:
             f"{expected}; delete {directory} and {MAKE_ONE}"
         )
     return Codebook(centroids=centroids.astype(np.float32), manifest=manifest)
+
+
+def frame_labeller(directory: str | Path, codebook: Codebook):
+    """The module that labels (batch, T, 320) crops with this codebook's clusters, one per 20 ms frame:
+    MFCC features (iteration 1) or a frozen teacher's layer output (iteration 2)."""
+    import torch
+
+    from models.hubert_config import HubertConfig
+    from models.hubert_labels import MfccFrameLabeller
+    from models.hubert_teacher import (
+        TEACHER_WEIGHTS_NAME,
+        FrozenHubertTeacher,
+        TeacherFrameLabeller,
+    )
+
+    centroids = torch.from_numpy(codebook.centroids)
+    if codebook.features_kind == "mfcc":
+        return MfccFrameLabeller(centroids)
+    if codebook.features_kind == "hubert":
+        teacher = FrozenHubertTeacher(HubertConfig(**codebook.manifest["features"]["teacher_config"]))
+        teacher.load_weights(Path(directory) / TEACHER_WEIGHTS_NAME)
+        return TeacherFrameLabeller(teacher, centroids)
+    raise CodebookError(f"{directory} clusters {codebook.features_kind!r} features, which no labeller computes; {MAKE_ONE}")

@@ -28,12 +28,19 @@ from models.hubert_codebook import (
     CodebookError,
     read_codebook,
 )
+from models.hubert_teacher import FrozenHubertTeacher
 from pipeline.shards.format import read_manifest
 from pipeline.shards.location import is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
 from pipeline.targets.kmeans import fit_kmeans
 from pipeline.targets.sample import check_waveform_manifest, read_sample_crops
-from pipeline.targets.settings import HUBERT_CLUSTERS, TargetSettings
+from pipeline.targets.settings import TargetSettings
+from pipeline.targets.teacher import (
+    load_teacher,
+    save_teacher_weights,
+    teacher_digest,
+    teacher_features,
+)
 
 TARGETS_DIR_NAME = "targets"  # under the shard directory: the cache of its codebooks
 
@@ -43,9 +50,10 @@ def print_progress(line: str) -> None:
 
 
 def codebook_key(shard_fingerprint: str, settings: TargetSettings) -> str:
-    """`<features>-k<clusters>-<12 hex>`: readable, and unique per (shards, settings)."""
+    """`<features>-k<clusters>-<12 hex>`: readable, and unique per (shards, settings, teacher weights)."""
+    teacher = teacher_digest(settings.teacher_checkpoint) if settings.teacher_checkpoint is not None else None
     payload = json.dumps({"format": CODEBOOK_FORMAT_VERSION, "shards": shard_fingerprint,
-                          "settings": settings.to_dict()}, sort_keys=True)
+                          "settings": settings.to_dict(), "teacher_weights": teacher}, sort_keys=True)
     return f"{settings.features}-k{settings.clusters}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
@@ -61,14 +69,23 @@ def codebook_dir(shards_dir: str | Path, settings: TargetSettings, cache_dir: Pa
 
 
 def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: Path,
-                 log: Callable[[str], None] = print_progress) -> Path:
-    """Sample crops, compute features, fit k-means, write `output_dir`; returns it."""
+                 log: Callable[[str], None] = print_progress, device: str = "cpu") -> Path:
+    """Sample crops, compute features, fit k-means, write `output_dir`; returns it. `device` runs the
+    teacher of iteration-2 features (MFCC runs on the CPU)."""
     started = time.monotonic()
     shard_manifest = read_manifest(shards_dir)
+    teacher = None
+    if settings.features == "hubert":
+        teacher = load_teacher(settings.teacher_checkpoint, settings.teacher_layer, device)
+        log(f"targets: teacher {teacher.description['teacher_model']} (step {teacher.description['teacher_step']}) "
+            f"up to block {settings.teacher_layer}, on {device}")
     sample = read_sample_crops(shards_dir, settings, log)
     if sample.rows_too_short:
         log(f"targets: skipped {sample.rows_too_short} drawn rows shorter than half a crop, as training skips them")
-    features = crop_features(sample.crops, settings.features, log)
+    if teacher is None:
+        features = crop_features(sample.crops, settings.features, log)
+    else:
+        features = teacher_features(teacher.teacher, sample.crops, log=log)
     log(f"targets: {len(sample.crops)} crops -> {len(features)} {settings.features} frames of {features.shape[1]} "
         f"values; fitting {settings.clusters} clusters (MiniBatchKMeans, {settings.n_init} inits)")
     fit = fit_kmeans(features, settings)
@@ -78,9 +95,9 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
     manifest = {
         "format_version": CODEBOOK_FORMAT_VERSION,
         "key": output_dir.name,
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "audioscale_version": pipeline.__version__,
-        "features": FEATURE_PARAMETERS[settings.features],
+        "features": FEATURE_PARAMETERS[settings.features] if teacher is None else teacher.description,
         "clusters": settings.clusters,
         "feature_dim": int(features.shape[1]),
         "seed": settings.seed,
@@ -96,17 +113,20 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
                    "steps": fit.steps},
         "elapsed_s": round(time.monotonic() - started, 3),
     }
-    write_codebook(output_dir, fit.centroids, manifest)
+    write_codebook(output_dir, fit.centroids, manifest, teacher=None if teacher is None else teacher.teacher)
     log(f"targets: wrote {output_dir} ({CENTROIDS_NAME}, {CODEBOOK_MANIFEST_NAME}) in {manifest['elapsed_s']:.1f} s")
     return output_dir
 
 
-def write_codebook(output_dir: Path, centroids: np.ndarray, manifest: dict) -> None:
+def write_codebook(output_dir: Path, centroids: np.ndarray, manifest: dict, *,
+                   teacher: FrozenHubertTeacher | None = None) -> None:
     """Write into `<output_dir>.tmp-<pid>`, then rename: the folder appears finished or not at all."""
     temporary = output_dir.with_name(f"{output_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
     np.save(temporary / CENTROIDS_NAME, centroids.astype(np.float32))
+    if teacher is not None:
+        save_teacher_weights(teacher, temporary)
     (temporary / CODEBOOK_MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     if output_dir.exists():  # an unfinished or damaged earlier fit (a finished one is reused before we get here)
         shutil.rmtree(output_dir)
@@ -123,15 +143,20 @@ def finished_codebook(directory: Path, shard_fingerprint: str, settings: TargetS
 
 
 def ensure_codebook(shards_dir: Path, *, features: str = "mfcc", clusters: int | None = None, crop_frames: int = 500,
-                    sample_fraction: float = 0.1, max_sample_crops: int = 20_000, seed: int = 0,
-                    cache_dir: Path | None = None, log: Callable[[str], None] = print_progress) -> Path:
+                    sample_fraction: float = 0.1, max_sample_crops: int | None = None, seed: int = 0,
+                    teacher_checkpoint: str | Path | None = None, teacher_layer: int | None = None,
+                    cache_dir: Path | None = None, device: str = "cpu",
+                    log: Callable[[str], None] = print_progress) -> Path:
     """The codebook directory for these shards and settings: reused when a finished one is cached,
-    fitted otherwise. `clusters` defaults to HuBERT's choice for the features (mfcc: 100)."""
-    settings = TargetSettings(features=features, clusters=HUBERT_CLUSTERS.get(features, 2) if clusters is None else clusters,
-                              crop_frames=crop_frames, sample_fraction=sample_fraction,
-                              max_sample_crops=max_sample_crops, seed=seed)
+    fitted otherwise. Unset `clusters`, `max_sample_crops` and `teacher_layer` take HuBERT's choices for
+    the features (mfcc: k 100; hubert: k 500, layer 6, at most 2,000 crops)."""
+    settings = TargetSettings.for_features(
+        features, clusters=clusters, crop_frames=crop_frames, sample_fraction=sample_fraction,
+        max_sample_crops=max_sample_crops, seed=seed, teacher_layer=teacher_layer,
+        teacher_checkpoint=None if teacher_checkpoint is None else str(teacher_checkpoint),
+    )  # fmt: skip
     directory = codebook_dir(shards_dir, settings, cache_dir)
     if finished_codebook(directory, read_manifest(shards_dir)["fingerprint"], settings):
         log(f"targets: reusing {directory} (same shards and settings)")
         return directory
-    return fit_codebook(shards_dir, settings, directory, log)
+    return fit_codebook(shards_dir, settings, directory, log, device)

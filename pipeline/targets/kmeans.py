@@ -23,7 +23,9 @@ class KMeansFit:
 
 def fit_kmeans(features: np.ndarray, settings: TargetSettings) -> KMeansFit:
     """Cluster `features` (frames, dim) into `settings.clusters` centroids."""
-    from sklearn.cluster import MiniBatchKMeans  # a second to import; only this stage needs it
+    from sklearn.cluster import (
+        MiniBatchKMeans,  # a second to import; only this stage needs it
+    )
 
     if len(features) < settings.clusters:
         raise TooFewFramesError(

@@ -14,7 +14,10 @@ from models.hubert_labels import MfccFrameLabeller, crop_mfcc_features, mfcc_fea
 from pipeline.shards.crops import read_crops
 from pipeline.targets import ensure_codebook
 from pipeline.targets.features import crop_features
-from tests.pipeline.speech_waveform_shards import speech_waveform, write_speech_waveform_shards
+from tests.pipeline.speech_waveform_shards import (
+    speech_waveform,
+    write_speech_waveform_shards,
+)
 
 
 @pytest.fixture(scope="module")
