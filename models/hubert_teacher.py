@@ -57,6 +57,9 @@ class FrozenHubertTeacher(nn.Module):
     def load_weights(self, path: Path) -> None:
         import safetensors.torch
 
+        if any(parameter.is_meta for parameter in self.parameters()):
+            return  # a weightless build (describe_model, `python -m models --list`) has nowhere to put them
+
         state = safetensors.torch.load_file(str(path))
         missing, unexpected = self.encoder.load_state_dict(state, strict=False)
         if missing or unexpected:

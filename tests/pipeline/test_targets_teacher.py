@@ -4,6 +4,7 @@ codebook folder, and students that label with a frozen copy of them."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -86,6 +87,14 @@ def test_the_teacher_is_frozen_uncounted_in_eval_mode_and_saved(setup, layer_cod
     student(torch.randn(2, 100, 320)).loss.backward()
     optimizer.step()
     assert all(torch.equal(value, before[name]) for name, value in student.labeller.teacher.state_dict().items())
+
+
+def test_a_weightless_build_with_a_layer_codebook_loads_nothing(layer_codebook):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # copying weights into meta tensors warns once per tensor
+        with torch.device("meta"):
+            model = models.build_model("hubert-debug", codebook=str(layer_codebook))
+    assert model.labeller.teacher.encoder.context.layers[0].fc1.weight.is_meta
 
 
 def test_the_cache_key_follows_the_teachers_weights(setup, layer_codebook, tmp_path):
