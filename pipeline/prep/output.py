@@ -24,6 +24,7 @@ from pipeline.shards.format import (
     PART_GLOB,
     REJECTED_NAME,
     SHARD_FORMAT_VERSION,
+    TARGETS_DIR_NAME,
     read_shard_table,
 )
 from pipeline.shards.integrity import part_file_problems
@@ -52,7 +53,8 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         return False
     if not output_dir.is_dir():
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
-    foreign = [p.name for p in output_dir.iterdir() if p.name not in (*OUR_NAMES, LOCK_NAME) and not p.match(PART_GLOB)]
+    foreign = [p.name for p in output_dir.iterdir()
+               if p.name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not p.match(PART_GLOB)]
     if foreign:
         raise OutputConflictError(
             f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"

@@ -49,6 +49,9 @@ from pipeline.shards.location import is_uri, locate_shards
 
 MANIFEST_NAME = "manifest.json"
 REJECTED_NAME = "rejected.jsonl"
+# The k-means codebooks `python -m pipeline.targets` fits on this shard set, keyed by its fingerprint;
+# prep leaves the folder alone (a re-run reuses or remakes the shards, stale codebooks never match).
+TARGETS_DIR_NAME = "targets"
 SHARD_FORMAT_VERSION = 2  # bump when the row layout changes; part of every fingerprint (2: mel as bytes)
 
 

@@ -29,7 +29,7 @@ from models.hubert_codebook import (
     read_codebook,
 )
 from models.hubert_teacher import FrozenHubertTeacher
-from pipeline.shards.format import read_manifest
+from pipeline.shards.format import TARGETS_DIR_NAME, read_manifest
 from pipeline.shards.location import is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
 from pipeline.targets.kmeans import fit_kmeans
@@ -41,8 +41,6 @@ from pipeline.targets.teacher import (
     teacher_digest,
     teacher_features,
 )
-
-TARGETS_DIR_NAME = "targets"  # under the shard directory: the cache of its codebooks
 
 
 def print_progress(line: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from models.hubert_codebook import CENTROIDS_NAME, CodebookError, read_codebook
 from pipeline.cli_errors import run_cli
+from pipeline.prep.output import prepare_output_dir
 from pipeline.targets import ensure_codebook
 from pipeline.targets.__main__ import main
 from pipeline.targets.features import crop_features
@@ -123,3 +124,10 @@ def test_cli_prints_the_codebook_dir_and_fails_in_one_line(speech_shards, tmp_pa
     assert run_cli(main, "targets", ["--shards", str(tmp_path / "missing")]) == 2
     error = capsys.readouterr().err
     assert error.startswith("targets: error:") and "python -m pipeline.prep" in error and error.count("\n") == 1
+
+
+def test_prep_rerun_into_the_shard_folder_keeps_reusing_it_beside_the_codebooks(speech_shards):
+    ensure_codebook(speech_shards, log=lambda line: None, **SMALL)  # <shards>/targets/<key>/
+    manifest = json.loads((speech_shards / "manifest.json").read_text())
+    # prep's first decision on a re-run: a finished folder with this fingerprint is reused, not refused
+    assert prepare_output_dir(speech_shards, fingerprint=manifest["fingerprint"], settings={}, overwrite=False)
