@@ -8,6 +8,11 @@ Features (HuBERT Sec. IV-C; fairseq examples/hubert/simple_kmeans/dump_mfcc_feat
 MFCC with torchaudio's defaults (25 ms window, 10 ms shift, 23 mel bins, 13 cepstra, no energy,
 `snip_edges`), plus first and second deltas: 39 values per 10 ms frame (100 Hz).
 
+Input: the crop the model trains on, standardised as the reader standardises it (per segment),
+where fairseq takes the raw waveform. A gain changes every log-mel energy by one constant, which the
+DCT puts into c0 alone, and Kaldi removes each frame's DC offset anyway: only c0 differs from
+fairseq's, by a constant per segment; the stage and the model see the same crops, so they agree.
+
 Alignment with the 20 ms encoder frames (fairseq hubert.py `forward_targets`: label_rate 100 over
 a 320-sample encoder stride gives feat2tar_ratio 2, i.e. labels 0, 2, 4, ... of the 100 Hz stream).
 The conv encoder's frame t sees samples [320 t, 320 t + 400); Kaldi's frame j (snip_edges) sees
