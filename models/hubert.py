@@ -6,7 +6,7 @@ Pipeline, as fairseq's HubertModel: wav2vec 2.0's conv feature encoder -> LayerN
 model width (models/wave_feature_encoder.py) -> span masking (p = 8%, l = 10, models/span_masking.py),
 masked frames replaced by a learned mask embedding -> conv position embedding + transformer
 (models/wave_context.py) -> final_proj to final_dim -> logits = cosine(proj(o_t), e_c) / 0.1 against
-one embedding e_c per cluster -> cross-entropy on the masked frames only (HuBERT Sec. III-B with
+one embedding e_c per cluster -> cross-entropy on the masked frames only (HuBERT Sec. II-B with
 alpha = 1: fairseq pred_masked_weight 1, pred_nomask_weight 0), plus fairseq's feature penalty
 (10 x the mean squared conv feature; hubert criterion loss_weights [10]).
 

@@ -6,7 +6,8 @@ Large 1024 / 24 / 16 / 4096, final_dim 768; X-Large 1280 / 48 / 16 / 5120, final
 uses the "default" conv extractor (GroupNorm after the first conv), post-LN blocks, a 0.1 gradient
 scale into the convs and dropout 0.1; Large and X-Large a LayerNorm after every conv, pre-LN blocks,
 no gradient scaling and no dropout. Every size: conv position embedding 128 / 16 groups, logit
-temperature 0.1, span masking p = 8% / l = 10 (Sec. IV-D; fairseq mask_prob 0.80 = p x l).
+temperature 0.1, span masking p = 8% / l = 10 (Sec. IV-C; fairseq mask_prob 0.80 = p x l).
+HuBERT = Hsu et al., arXiv 2106.07447 (not in /work/shared/papers; the fairseq configs are checked).
 
 `codebook` names a `python -m pipeline.targets` output; the model labels its crops with it on the
 fly. Without one the model still builds (parameter counts, `embed`), but `forward` refuses.
@@ -44,9 +45,9 @@ class HubertConfig(PatchGrid):
     codebook: str | None = None  # a `python -m pipeline.targets` output folder
     # 10 s crops: the study's clip length (App. B); fairseq crops up to 250k samples (15.6 s).
     crop_frames: int = 500
-    mask_start_probability: float = 0.08  # HuBERT Sec. IV-D: p = 8% of frames start a span
-    mask_span_frames: int = 10  # HuBERT Sec. IV-D: l = 10
-    logit_temperature: float = 0.1  # HuBERT Sec. III-A (tau = 0.1); fairseq logit_temp
+    mask_start_probability: float = 0.08  # HuBERT Sec. IV-C: p = 8% of frames start a span
+    mask_span_frames: int = 10  # HuBERT Sec. IV-C: l = 10
+    logit_temperature: float = 0.1  # HuBERT Sec. II-E (tau = 0.1); fairseq logit_temp
     # fairseq hubert criterion loss_weights [10]: 10 x mean squared conv feature (features_pen), every size
     feature_penalty_weight: float = 10.0
     # `embed` returns the encoder output (None; the last block's, after the final LayerNorm for the

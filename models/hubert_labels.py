@@ -4,7 +4,7 @@ One function computes the features for both the k-means stage (`python -m pipeli
 fits the centroids) and the model, which labels each training crop on the fly; so a crop's labels
 are exactly what an offline labelling pass over the same crop would give.
 
-Features (HuBERT Sec. IV-C; fairseq examples/hubert/simple_kmeans/dump_mfcc_feature.py): Kaldi
+Features (HuBERT Sec. IV-B, unsupervised unit discovery; fairseq examples/hubert/simple_kmeans/dump_mfcc_feature.py): Kaldi
 MFCC with torchaudio's defaults (25 ms window, 10 ms shift, 23 mel bins, 13 cepstra, no energy,
 `snip_edges`), plus first and second deltas: 39 values per 10 ms frame (100 Hz).
 
@@ -30,9 +30,9 @@ SAMPLE_RATE_HZ = 16_000
 ENCODER_HOP_SAMPLES = 320  # wav2vec 2.0 / HuBERT conv feature encoder stride: 5 x 2^6 (20 ms)
 ENCODER_RECEPTIVE_FIELD_SAMPLES = 400  # its receptive field (25 ms), wav2vec 2.0 Sec. 4.2
 TAIL_PADDING_SAMPLES = ENCODER_RECEPTIVE_FIELD_SAMPLES - ENCODER_HOP_SAMPLES  # 80: one frame per stored frame
-MFCC_HOP_SAMPLES = 160  # Kaldi frame_shift 10 ms: HuBERT's 100 Hz MFCC label rate (Sec. IV-C)
+MFCC_HOP_SAMPLES = 160  # Kaldi frame_shift 10 ms: HuBERT's 100 Hz MFCC label rate (Sec. IV-B)
 MFCC_PER_ENCODER_FRAME = ENCODER_HOP_SAMPLES // MFCC_HOP_SAMPLES  # fairseq feat2tar_ratio = 100 * 320 / 16000
-MFCC_COEFFICIENTS = 13  # Kaldi num_ceps default; HuBERT Sec. IV-C "13 coefficients"
+MFCC_COEFFICIENTS = 13  # Kaldi num_ceps default; HuBERT Sec. IV-B "13 coefficients"
 MFCC_FEATURE_DIM = 3 * MFCC_COEFFICIENTS  # with deltas and delta-deltas: 39
 
 

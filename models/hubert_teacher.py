@@ -1,5 +1,5 @@
 """HuBERT iteration 2's labeller: a frozen copy of a trained HuBERT up to one layer, and the
-nearest centroid of that layer's output (HuBERT Sec. III-C / IV-C: BASE clusters the first
+nearest centroid of that layer's output (HuBERT Sec. II-D / IV-B: BASE clusters the first
 iteration's layer-6 output into 500 units; Large and X-Large the second iteration's layer 9).
 
 The stage (`python -m pipeline.targets --features hubert --teacher CKPT`) writes the truncated

@@ -11,10 +11,10 @@ import dataclasses
 # "mfcc": HuBERT iteration 1; "hubert": a trained HuBERT's layer output (iteration 2, needs a teacher checkpoint)
 FEATURE_KINDS = ("mfcc", "hubert")
 
-# HuBERT Sec. IV-C: iteration 1 clusters 39-d MFCC into 100 units; iteration 2 clusters the
+# HuBERT Sec. IV-B / IV-C: iteration 1 clusters 39-d MFCC into 100 units; iteration 2 clusters the
 # first-iteration BASE model's layer-6 output into 500 (Large / X-Large: BASE it-2 layer 9, 500).
 HUBERT_CLUSTERS = {"mfcc": 100, "hubert": 500}
-HUBERT_TEACHER_LAYER = 6  # 1-based transformer layer of the BASE teacher (Sec. IV-C)
+HUBERT_TEACHER_LAYER = 6  # 1-based transformer layer of the BASE teacher (Sec. IV-B)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -25,8 +25,8 @@ class TargetSettings:
     # (pipeline.shards.crops), so the fit sees the inputs the model will be labelled on. 500 frames =
     # 10 s, the study's clip length (App. B), the paper-size HuBERT crop.
     crop_frames: int = 500
-    # HuBERT fits k-means on a random 10% of the training data (Sec. IV-C; fairseq simple_kmeans
-    # README `--percent 0.1`); the cap bounds memory and time on big shard sets (20k 10 s crops =
+    # k-means on a random 10% of the training data: fairseq examples/hubert/simple_kmeans README
+    # (`--percent 0.1`); the cap bounds memory and time on big shard sets (20k 10 s crops =
     # 56 h, ~20M MFCC frames, 3 GB of float32 features).
     sample_fraction: float = 0.1
     max_sample_crops: int = 20_000
