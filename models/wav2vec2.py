@@ -170,8 +170,12 @@ def _register() -> None:
     sizes = {
         "wav2vec2-base": (base_config(), "95M (study Table IV; wav2vec 2.0 Base)"),
         "wav2vec2-large": (large_config(), "317M (study Table IV; wav2vec 2.0 Large LV-60)"),
-        "wav2vec2-conformer-large-relpos": (conformer_large_config("rel_pos"), "317M (study Table IV)"),
-        "wav2vec2-conformer-large-rope": (conformer_large_config("rope"), "317M (study Table IV)"),
+        # Table IV's 317M repeats wav2vec 2.0 Large's; these architectures have 612.1M / 586.9M
+        # (the released fp32 checkpoints, 2.48 / 2.38 GB, add an unused 8.4M position conv)
+        "wav2vec2-conformer-large-relpos": (conformer_large_config("rel_pos"),
+                                            "317M in study Table IV (the architecture: 612.1M)"),
+        "wav2vec2-conformer-large-rope": (conformer_large_config("rope"),
+                                          "317M in study Table IV (the architecture: 586.9M)"),
         "wav2vec2-debug": (debug_config("wav2vec2-debug"), ""),
         "wav2vec2-conformer-debug-relpos": (debug_config("wav2vec2-conformer-debug-relpos", "rel_pos"), ""),
         "wav2vec2-conformer-debug-rope": (debug_config("wav2vec2-conformer-debug-rope", "rope"), ""),

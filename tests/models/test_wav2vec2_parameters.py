@@ -5,8 +5,10 @@ The conformer rows of Table IV say 317M, the wav2vec 2.0 Large figure; the archi
 (24 conformer blocks of width 1024, FFN 4096, fairseq wav2vec2_conformer_large_librivox.yaml and
 Hugging Face's facebook/wav2vec2-conformer-{rel-pos,rope}-large configs) has two macaron FFNs and
 a convolution module per block, 25.2M (rel_pos) / 24.2M (rope) parameters against a transformer
-block's 12.6M, so ~612M / ~587M here. The released checkpoints add an unused position conv
-(8,389,760) on top: ~620.5M / ~595.3M. Table IV's 317M cannot be these models' count.
+block's 12.6M, so 612.1M / 586.9M here. The released checkpoints add an unused position conv
+(8,389,760) on top: 620.5M / 595.3M, i.e. 2.48 GB / 2.38 GB of float32 - the sizes of
+facebook/wav2vec2-conformer-{rel-pos,rope}-large's pytorch_model.bin on Hugging Face. Table IV's
+317M cannot be these models' count; it repeats wav2vec 2.0 Large's.
 """
 
 from __future__ import annotations
