@@ -137,3 +137,15 @@ def test_base_training_flops_per_ten_second_clip() -> None:
     assert n_masked == 248
     assert model.training_flops_per_sample() == pytest.approx(expected)
     assert expected == pytest.approx(4.190e11, rel=1e-3)
+
+
+def test_conformer_flops_count_the_relative_table_rows_for_linear_pos() -> None:
+    with torch.device("meta"):
+        relpos = models.build_model("wav2vec2-conformer-large-relpos").encoder.context
+        rope = models.build_model("wav2vec2-conformer-large-rope").encoder.context
+    linear_pos = 24 * 1024 * 1024  # one bias-free 1024 x 1024 map per block, on 2T - 1 = 999 rows
+    rope_weights = 24 * 24_175_616 + 2 * 1024  # blocks + final LayerNorm
+    assert rope.training_flops_per_sample(500) == 6.0 * rope_weights * 500
+    relpos_weights = 24 * 25_226_240 + 2 * 1024
+    expected = 6.0 * ((relpos_weights - linear_pos) * 500 + linear_pos * 999)
+    assert relpos.training_flops_per_sample(500) == expected
