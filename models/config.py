@@ -48,9 +48,9 @@ class CrossDecoderOptions:
             )
 
 
-# Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): both use a
+# Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): all use a
 # 160-sample hop at 16 kHz. Kept here so models/ stays free of pipeline imports.
-FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0}
+FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0, "ssast": 10.0}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-FAMILY_MODULES: tuple[str, ...] = ("models.mae", "models.audiomae_plus", "models.axlstm", "models.wav2vec2")
+FAMILY_MODULES: tuple[str, ...] = (
+    "models.mae", "models.audiomae_plus", "models.axlstm", "models.ssast", "models.wav2vec2",
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweeps.laws.result import LawFit
+from sweeps.report.architecture_figure import plot_quality_vs_rankme_by_architecture
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import (
     PAPER_TABLE_III,
@@ -213,6 +214,11 @@ def study_figures(
         figures["quality_vs_scale.png"] = plot_scaling_panels(table, study, info)
     if "Q(N,D)" in study.fits:
         figures["quality_isolines_n_d.png"] = plot_joint_isolines(table, study.fits["Q(N,D)"])
+    if study.architecture_fits or study.architecture_skipped:
+        trials, _ = usable_trials(table)
+        figures["quality_vs_rankme_by_architecture.png"] = plot_quality_vs_rankme_by_architecture(
+            trials, study.fits.get("Q(R)"), study.architecture_fits, info=info, external=external
+        )
     if "rankme_by_step" in table.columns:
         figures["early_rankme_vs_final_q.png"] = plot_early_prediction(table, info)
     return figures

@@ -23,6 +23,7 @@ import pandas as pd
 from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.result import LawFit
+from sweeps.report.architectures import fit_architecture_laws
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.frontier import frontier_mask
 from sweeps.report.study_info import law_not_on_grid
@@ -59,6 +60,9 @@ class StudyFits:
     q_c_frontier: np.ndarray | None = None
     task_laws: dict[str, TaskLaw] = field(default_factory=dict)
     task_skipped: dict[str, str] = field(default_factory=dict)
+    # An architecture study's one Q(R) per architecture (Sec. IV-G), and why an architecture has none.
+    architecture_fits: dict[str, LawFit] = field(default_factory=dict)
+    architecture_skipped: dict[str, str] = field(default_factory=dict)
 
 
 def usable_trials(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -170,7 +174,11 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     task_laws, task_skipped = fit_task_laws(
         checkpoint_rows(trials), min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
     )
+    architecture_fits, architecture_skipped = fit_architecture_laws(
+        trials, min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
+    )
     return StudyFits(
         fits=out["fits"], skipped=out["skipped"], n_trials_used=len(trials), n_trials_failed=n_failed,
         alternatives=out["alternatives"], q_c_frontier=frontier, task_laws=task_laws, task_skipped=task_skipped,
+        architecture_fits=architecture_fits, architecture_skipped=architecture_skipped,
     )  # fmt: skip

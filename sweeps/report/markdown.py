@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
+from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
 from sweeps.report.early_stop_markdown import early_stop_section, row_names
@@ -32,6 +33,7 @@ FIGURE_CAPTIONS = {
     "quality_vs_scale.png": "Q(N), Q(D), Q(C)",
     "quality_isolines_n_d.png": "Q(N, D) iso-lines",
     "early_rankme_vs_final_q.png": "early RankMe vs final Q",
+    "quality_vs_rankme_by_architecture.png": "Q(R) per architecture",
 }
 
 # How the laws were fitted and checked, in words; sweeps.laws.fits and sweeps.report.q_trend are the code.
@@ -221,6 +223,7 @@ def study_markdown(
         sections.append("No law could be fitted.")
     for name, reason in study.skipped.items():
         sections.append(f"- {name} not fitted: {reason}.")
+    sections += architecture_markdown(trials, study.architecture_fits, study.architecture_skipped)
     if "rankme_by_step" in trials.columns and len(trials):
         sections += early_prediction_markdown(trials)
         sections += early_stop_section(table, keep_fraction=keep_fraction, check_fraction=check_fraction)

@@ -14,6 +14,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeps.study.arch_grid import architecture_points
+
 PROFILES = ("paper", "cpu_default")
 
 
@@ -29,6 +31,8 @@ class GridPoint:
     base_hours: float | None = None
     train_steps: int | None = None
     coordinate: Any = None  # the value on this grid's axis, logged with the trial
+    # Table V's column for an architecture grid point: "base" or "large" (None: not in that table).
+    scale: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +45,7 @@ class TrialSpec:
     max_hours: float | None  # None: the whole shard set
     train_steps: int
     coordinates: dict[str, Any]  # grid name -> coordinate
+    scale: str | None = None  # Table V's "base" / "large" column of an architecture point
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,31 +129,11 @@ def _compute_points(profile: str) -> list[GridPoint]:
 
 
 def _arch_points(profile: str) -> list[GridPoint]:
-    """Four architectures at matched size; CrossMAE = the MAE encoder with the cross decoder."""
-    if profile == "paper":
-        names = {
-            "mae": "mae-en768-12",
-            "audiomae++": "audiomae++-base",
-            "axlstm": "axlstm-base",
-            "crossmae": "mae-en768-12",
-        }
-    else:
-        names = {
-            "mae": "mae-debug",
-            "audiomae++": "audiomae++-debug",
-            "axlstm": "axlstm-debug",
-            "crossmae": "mae-debug",
-        }
-    cross = {"decoder": "cross", "prediction_ratio": 0.25}
+    """The study's Sec. IV-G architectures (sweeps.study.arch_grid) plus our own masked-modelling families."""
     return [
-        GridPoint(
-            label=arch,
-            model_name=model,
-            arch=arch,
-            model_overrides=cross if arch == "crossmae" else {},
-            coordinate=arch,
-        )
-        for arch, model in names.items()
+        GridPoint(label=point.label, model_name=point.model_name, arch=point.arch, model_overrides=dict(point.overrides),
+                  coordinate=point.label, scale=point.scale)
+        for point in architecture_points(profile)
     ]
 
 
@@ -187,7 +172,7 @@ def parse_grid_names(text: str) -> list[str]:
 def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> TrialSpec:
     overrides: dict[str, Any] = {}
     model_name, arch, train_steps = base.model_name, base.arch, base.train_steps
-    mask_ratio, max_hours = None, None
+    mask_ratio, max_hours, scale = None, None, None
     base_hours = next((point.base_hours for point in points if point.base_hours is not None), None)
     for point in points:
         overrides.update(point.model_overrides)
@@ -196,6 +181,7 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
         mask_ratio = point.mask_ratio if point.mask_ratio is not None else mask_ratio
         max_hours = point.max_hours if point.max_hours is not None else max_hours
         train_steps = point.train_steps or train_steps
+        scale = point.scale or scale
     return TrialSpec(
         name="_".join(point.label for point in points),
         model_name=model_name,
@@ -205,6 +191,7 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
         max_hours=max_hours if max_hours is not None else base_hours,
         train_steps=train_steps,
         coordinates={name: point.coordinate for name, point in zip(names, points)},
+        scale=scale,
     )
 
 

@@ -2,7 +2,8 @@
 
 Child-run convention (what `log_trial_result` writes and `trial_table_from_runs` reads):
 - params: trial, model_name, arch, n_params, hours, flops, mask_ratio, configuration, `grid.<grid>`
-  (the trial's coordinate on each grid of the study), `probe_seeds` (when known)
+  (the trial's coordinate on each grid of the study), `probe_seeds` (when known), `scale` (an
+  architecture grid point's Table V column, "base" or "large", when it has one)
 - metrics, one name per quantity: `rankme` is RankMe on the study's RankMe pool
   (pipeline.pool_rankme), at each logged training step (pretraining writes it, with params
   `rankme_n`, `rankme_pool`) and at the scored checkpoint's step (the R of Q(R)), with
@@ -69,7 +70,7 @@ STATUS_OK = "ok"
 STATUS_STOPPED_EARLY = "stopped_early"
 DONE_STATUSES = (STATUS_OK, STATUS_STOPPED_EARLY)  # a resumed study does not re-run these
 NUMERIC_PARAMS = ("n_params", "hours", "flops", "mask_ratio", "train_steps")
-TEXT_PARAMS = ("trial", "model_name", "arch", "configuration", "q_interval_over")
+TEXT_PARAMS = ("trial", "model_name", "arch", "configuration", "q_interval_over", "scale")
 # What a trial's Q interval resamples (sweeps.report.intervals judges each kind by its own rule).
 Q_INTERVAL_OVER_SEEDS = "probe seeds"
 Q_INTERVAL_OVER_TEST_CLIPS = "test clips"  # the deterministic probes: a bootstrap over test clips
@@ -106,6 +107,7 @@ class TrialResult:
     probe_seeds: int = 0  # probe seeds behind q_ci_low/high (sweeps.report.intervals); 0: unknown
     coordinates: dict[str, Any] = field(default_factory=dict)  # grid name -> this trial's value on it
     checkpoint_points: dict[int, CheckpointPoint] = field(default_factory=dict)  # step -> (R, Q) of that checkpoint
+    scale: str | None = None  # Table V's column ("base" / "large") of an architecture grid point
 
 
 def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
@@ -118,6 +120,7 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         **{f"{GRID_PARAM_PREFIX}{name}": value for name, value in result.coordinates.items()},
         **({"probe_seeds": result.probe_seeds} if result.probe_seeds > 0 else {}),
         **({"q_interval_over": result.q_interval_over} if result.q_interval_over else {}),
+        **({"scale": result.scale} if result.scale else {}),
     })  # fmt: skip
     if not result.rankme_history_logged:
         for step, value in sorted(result.rankme_by_step.items()):

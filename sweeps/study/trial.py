@@ -106,6 +106,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         trial=spec.name,
         model_name=spec.model_name,
         arch=spec.arch,
+        scale=spec.scale,
         n_params=model.total_parameters,
         hours=float(read_manifest(shards_dir)["total_hours"]),
         flops=model.training_flops_per_sample * samples_seen,

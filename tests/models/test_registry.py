@@ -8,12 +8,13 @@ from models.registry import FAMILY_MODULES
 
 
 def _debug_names() -> list[str]:
-    return [name for name in models.list_models() if name.endswith("-debug")]
+    """`<family>-debug`, or `<family>-debug-<variant>` where a family has several (ssast: patch, frame)."""
+    return [name for name in models.list_models() if name.endswith("-debug") or "-debug-" in name]
 
 
 def test_every_family_has_a_debug_size() -> None:
-    families = {name.rsplit("-", 1)[0] for name in _debug_names()}
-    assert {"mae", "audiomae++"} <= families
+    families = {name.split("-debug")[0] for name in _debug_names()}
+    assert {"mae", "audiomae++", "ssast"} <= families
     assert len(_debug_names()) >= len(FAMILY_MODULES)
 
 

@@ -176,3 +176,19 @@ def test_log_mel_equals_torchaudio_melspectrogram(preset_name):
     else:
         expected = torchaudio.transforms.AmplitudeToDB(stype="power", top_db=preset.top_db)(reference).T.numpy()
     np.testing.assert_allclose(compute_log_mel(wave, preset), expected, atol=1e-3, rtol=1e-4)
+
+
+def test_ssast_preset_is_ssasts_fbank_with_kaldis_empty_filter():
+    from torchaudio.compliance.kaldi import get_mel_banks
+
+    from pipeline.audio.frontend import _window_and_filterbank
+
+    ssast = get_preset("ssast")
+    # SSAST (Gong et al. 2022) Sec. 3.1 / its Kaldi fbank call: 128 bins, 25 ms window, 10 ms hop, 16 kHz
+    assert (ssast.n_mels, ssast.win_samples, ssast.hop_samples, ssast.n_fft) == (128, 400, 160, 512)
+    assert (ssast.f_min_hz, ssast.f_max_hz, ssast.log_kind, ssast.normalize_per_clip) == (20.0, 8000.0, "ln", False)
+    _, ours = _window_and_filterbank(ssast)
+    kaldi, _ = get_mel_banks(128, 512, 16_000.0, 20.0, 0.0, 100.0, -500.0, 1.0)
+    assert (ours.sum(0) == 0).nonzero().flatten().tolist() == (kaldi.sum(1) == 0).nonzero().flatten().tolist() == [3]
+    mel = compute_log_mel(sine(1000, 2.0), ssast)
+    assert mel.shape == (201, 128) and np.all(mel[:, 3] == np.float32(np.log(ssast.log_eps)))

@@ -33,11 +33,23 @@ def test_cpu_size_grid_builds_five_increasing_debug_sizes():
 
 
 def test_cpu_arch_grid_builds_every_architecture():
-    trials = {t.arch: t for t in expand_grids("arch", profile="cpu_default")}
-    assert set(trials) == {"mae", "audiomae++", "axlstm", "crossmae"}
-    for trial in trials.values():
-        build_model(trial.model_name, **trial.model_overrides)
-    assert trials["crossmae"].model_overrides["decoder"] == "cross"
+    trials = expand_grids("arch", profile="cpu_default")
+    assert {t.arch for t in trials} == {
+        "mae", "audiomae++", "axlstm", "crossmae", "ssast", "hubert", "wav2vec2", "wav2vec2-conformer"
+    }
+    counts = {t.name: count_parameters(build_model(t.model_name, **t.model_overrides)) for t in trials}
+    by_name = {t.name: t for t in trials}
+    assert by_name["crossmae"].model_overrides["decoder"] == "cross"
+    for family in ("mae", "hubert", "wav2vec2"):  # Table V's "large" column is the wider debug model
+        assert counts[f"{family}-wide"] > 1.5 * counts[family]
+
+
+def test_paper_arch_grid_names_registered_models_with_table_iv_sizes():
+    from models.registry import list_models
+
+    trials = expand_grids("arch", profile="paper")
+    assert {t.model_name for t in trials} <= set(list_models())
+    assert len([t for t in trials if t.arch == "ssast"]) == 7  # Table IV's seven SSAST settings
 
 
 @pytest.mark.parametrize("profile", ["paper", "cpu_default"])
