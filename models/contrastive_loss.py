@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 
+@torch.compiler.disable  # a random draw whose size is the data-dependent masked count
 def sample_distractor_indices(
     batch: int, n_masked: int, n_distractors: int, *, generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",

@@ -54,6 +54,7 @@ def _draw_starts(
     return torch.randperm(n_candidates, generator=generator)[:n_spans]
 
 
+@torch.compiler.disable  # host-side random draws with data-dependent sizes: outside compiled graphs
 def span_mask(
     batch: int,
     n_frames: int,
