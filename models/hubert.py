@@ -115,8 +115,9 @@ class HuBERT(nn.Module):
         mask = self.draw_mask(batch.shape[0], batch.device)
         features, context = self.encoder(batch, mask, self.mask_embedding)
         loss, logits = self.forward_loss(context.last, labels, mask, features.conv)
-        pred = logits.new_zeros(*mask.shape, self.n_clusters)
-        pred[mask] = logits.detach()  # unmasked frames are not predicted (pred_nomask_weight 0)
+        # unmasked frames are not predicted (pred_nomask_weight 0): zero rows; masked ones in time order,
+        # as `context[mask]` took them (masked_scatter, not index assignment: it compiles)
+        pred = logits.new_zeros(*mask.shape, self.n_clusters).masked_scatter(mask[..., None], logits.detach())
         scored = mask.float()
         return MaskedOutput(loss=loss, pred=pred, mask=scored, scored=scored)
 

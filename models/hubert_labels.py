@@ -100,6 +100,7 @@ class MfccFrameLabeller(nn.Module):
     def n_clusters(self) -> int:
         return self.centroids.shape[0]
 
+    @torch.compiler.disable  # a host-side loop of Kaldi calls: nothing a compiled graph would gain
     @torch.no_grad()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
         labels = []
