@@ -32,7 +32,7 @@ from models.hubert_teacher import FrozenHubertTeacher
 from pipeline.shards.format import TARGETS_DIR_NAME, read_manifest
 from pipeline.shards.location import is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
-from pipeline.targets.kmeans import fit_kmeans
+from pipeline.targets.kmeans import TooFewFramesError, fit_kmeans
 from pipeline.targets.sample import check_waveform_manifest, read_sample_crops
 from pipeline.targets.settings import TargetSettings
 from pipeline.targets.teacher import (
@@ -80,6 +80,11 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
     sample = read_sample_crops(shards_dir, settings, log)
     if sample.rows_too_short:
         log(f"targets: skipped {sample.rows_too_short} drawn rows shorter than half a crop, as training skips them")
+    if len(sample.crops) == 0:
+        raise TooFewFramesError(
+            f"all {sample.rows_drawn} drawn segment rows of {shards_dir} are shorter than half a crop "
+            f"({settings.crop_frames // 2} frames), so training would skip them too: pass a shorter --crop-frames"
+        )
     if teacher is None:
         features = crop_features(sample.crops, settings.features, log)
     else:

@@ -42,7 +42,7 @@ def test_codebook_manifest_records_the_fit(speech_shards, fitted):
     assert codebook.centroids.shape == (8, 39) and codebook.centroids.dtype == np.float32
     assert manifest["shards"]["fingerprint"] == json.loads((speech_shards / "manifest.json").read_text())["fingerprint"]
     assert manifest["features"]["kind"] == "mfcc" and manifest["feature_dim"] == 39
-    # 6 segment rows of 2.4-2.5 s, each a 100-frame crop -> 2 x 100 - 1 MFCC frames at 100 Hz
+    # 6 segment rows (3 s segments and tails, 85-150 frames), each a 100-frame crop -> 2 x 100 - 1 MFCC frames
     assert manifest["sample"] == {"crops": 6, "frames": 6 * 199, "crop_frames": 100, "rows_total": 6,
                                   "rows_drawn": 6, "rows_too_short": 0}  # fmt: skip
     assert manifest["settings"] == TargetSettings(**SMALL).to_dict()
@@ -106,6 +106,12 @@ def test_too_few_frames_for_k_names_the_flags(speech_shards, tmp_path):
     with pytest.raises(TooFewFramesError, match="1194 feature frames cannot fit 5000 clusters: pass fewer --clusters"):
         ensure_codebook(speech_shards, cache_dir=tmp_path, log=lambda line: None, **{**SMALL, "clusters": 5000})
     assert not any(tmp_path.iterdir()), "a failed fit leaves nothing that looks like a codebook"
+
+
+def test_segments_too_short_for_the_crop_name_the_flag(speech_shards, tmp_path):
+    # the rows are 3 s segments and their tails (85-150 frames): a 400-frame crop needs 200
+    with pytest.raises(TooFewFramesError, match="all 6 drawn segment rows .* shorter than half a crop .*--crop-frames"):
+        ensure_codebook(speech_shards, cache_dir=tmp_path, log=lambda line: None, **{**SMALL, "crop_frames": 400})
 
 
 @pytest.mark.parametrize("field,value,flag", [("sample_fraction", 0.0, "--sample-fraction"),

@@ -16,6 +16,7 @@ from models.hubert_teacher import TEACHER_WEIGHTS_NAME
 from pipeline.checkpoint import save_model_checkpoint
 from pipeline.shards.crops import read_crops
 from pipeline.targets import ensure_codebook
+from pipeline.targets.__main__ import main
 from pipeline.targets.settings import TargetSettings
 from tests.pipeline.speech_waveform_shards import write_speech_waveform_shards
 
@@ -109,6 +110,15 @@ def test_the_cache_key_follows_the_teachers_weights(setup, layer_codebook, tmp_p
     copy = ensure_codebook(shards, features="hubert", teacher_checkpoint=other, teacher_layer=1,
                            cache_dir=tmp_path / "cache", log=lambda line: None, **SMALL)
     assert copy.name != layer_codebook.name
+
+
+def test_cli_fits_layer_features_with_a_teacher(setup, tmp_path, capsys):
+    shards, _, checkpoint, _ = setup
+    assert main(["--shards", str(shards), "--features", "hubert", "--teacher", str(checkpoint), "--teacher-layer", "2",
+                 "--clusters", "4", "--crop-frames", "100", "--sample-fraction", "1", "--output", str(tmp_path)]) == 0
+    directory = tmp_path / capsys.readouterr().out.strip().rsplit("/", 1)[-1]
+    features = read_codebook(directory).manifest["features"]
+    assert (features["kind"], features["layer"], read_codebook(directory).clusters) == ("hubert", 2, 4)
 
 
 def test_hubert_features_need_a_teacher_and_mfcc_takes_none():
