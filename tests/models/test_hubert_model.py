@@ -147,3 +147,23 @@ def test_initial_loss_is_near_log_k_for_uniform_predictions(speech):
     model = models.build_model("hubert-debug", codebook=str(speech[0]), feature_penalty_weight=0.0)
     # cosine logits / 0.1 lie in [-10, 10]: at initialisation the loss sits near (not at) log 16
     assert abs(model(speech[1]).loss.item() - math.log(16)) < 1.5
+
+
+@pytest.mark.parametrize("name,crop_frames", [("hubert-base", 500), ("hubert-xlarge", 500), ("hubert-debug", 100)])
+def test_spec_is_the_waveform_contract(name, crop_frames):
+    with torch.device("meta"):
+        spec = models.build_model(name).spec
+    assert (spec.frontend_preset, spec.n_mels, spec.patch_frames, spec.patch_bins) == ("waveform", 320, 1, 320)
+    assert (spec.crop_frames, spec.frame_hop_ms, spec.n_patches) == (crop_frames, 20.0, crop_frames)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"extractor_mode": "batch_norm"}, "extractor_mode='batch_norm', use one of"),
+    ({"encoder_heads": 3}, "encoder_dim=64 must divide into encoder_heads=3"),
+    ({"frontend_preset": "dasheng"}, "HuBERT reads the 'waveform' preset"),
+    ({"crop_frames": 20}, "crop_frames=20 leaves no room for 10-frame mask spans: use at least 21"),
+    ({"feature_gradient_scale": 0.0}, r"feature_gradient_scale=0.0 must be in \(0, 1\]"),
+])
+def test_bad_overrides_name_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        models.build_model("hubert-debug", **overrides)
