@@ -98,6 +98,18 @@ def test_spec_states_the_waveform_layout_and_the_expected_mask_ratio() -> None:
     assert spec.mask_ratio == pytest.approx(1 - (1 - 32.5 / 490) ** 10)
 
 
+@pytest.mark.parametrize("name", ["wav2vec2-base", "wav2vec2-conformer-large-rope", *DEBUG_SIZES])
+def test_spec_agrees_with_the_waveform_preset(name: str) -> None:
+    from pipeline.audio.frontend import get_preset
+
+    with torch.device("meta"):
+        spec = models.build_model(name).spec
+    preset = get_preset(spec.frontend_preset)
+    assert preset.kind == "waveform" and preset.normalize_per_clip
+    assert spec.n_mels == preset.n_mels == 320
+    assert spec.frame_hop_ms == spec.patch_frames * preset.hop_ms == 20.0
+
+
 def test_mask_ratio_override_sets_the_expected_masked_fraction() -> None:
     with torch.device("meta"):
         base = models.build_model("wav2vec2-base")
