@@ -39,7 +39,7 @@ from models.hubert_config import (
 from models.hubert_encoder import build_hubert_encoder
 from models.interface import MaskedOutput, ModelSpec, count_parameters
 from models.registry import register_model
-from models.span_masking import expected_masked_fraction, span_mask
+from models.span_masking import span_mask
 
 # The weight-norm magnitude g of the position convolution: a scale, like a norm's, so never decayed.
 WEIGHT_NORM_SCALE_SUFFIX = "parametrizations.weight.original0"
@@ -61,8 +61,7 @@ class HuBERT(nn.Module):
             frame_hop_ms=FRAME_HOP_MS,
             # spans overlap: the expected masked share is below p x l (0.57 for 500 frames, not 0.8), and a
             # batch's same-count trimming lowers it a little more (~0.52 for 8 crops)
-            mask_ratio=expected_masked_fraction(config.crop_frames, config.mask_start_probability,
-                                                config.mask_span_frames),
+            mask_ratio=config.expected_mask_ratio,
         )  # fmt: skip
         self.encoder = build_hubert_encoder(config)
         # fairseq: nn.Parameter(torch.FloatTensor(encoder_embed_dim).uniform_()), i.e. U[0, 1)
@@ -89,7 +88,7 @@ class HuBERT(nn.Module):
 
     def draw_mask(self, batch_size: int, device: torch.device) -> torch.Tensor:
         """(batch, frames) bool, True = masked: fairseq's span rule (models/span_masking.py)."""
-        return span_mask(batch_size, self.config.crop_frames, start_probability=self.config.mask_start_probability,
+        return span_mask(batch_size, self.config.crop_frames, start_probability=self.config.span_start_probability,
                          span_frames=self.config.mask_span_frames, device=device)
 
     def cluster_logits(self, frames: torch.Tensor) -> torch.Tensor:

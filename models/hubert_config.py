@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.patching import PatchGrid
+from models.span_masking import expected_masked_fraction, start_probability_for_fraction
 
 SAMPLES_PER_FRAME = 320  # the `waveform` preset's stored frame = the conv encoder's stride (20 ms)
 FRAME_HOP_MS = 20.0
@@ -47,6 +48,10 @@ class HubertConfig(PatchGrid):
     crop_frames: int = 500
     mask_start_probability: float = 0.08  # HuBERT Sec. IV-C: p = 8% of frames start a span
     mask_span_frames: int = 10  # HuBERT Sec. IV-C: l = 10
+    # The project's `mask_ratio` (the pipeline's --mask-ratio, which also hands the model's own value
+    # back): the expected masked fraction, 1 - (1 - p T / (T - l))^l with overlapping spans. None: it
+    # follows from mask_start_probability; set, p is solved from it (as wav2vec 2.0's config does).
+    mask_ratio: float | None = None
     logit_temperature: float = 0.1  # HuBERT Sec. II-E (tau = 0.1); fairseq logit_temp
     # fairseq hubert criterion loss_weights [10]: 10 x mean squared conv feature (features_pen), every size
     feature_penalty_weight: float = 10.0
@@ -73,6 +78,8 @@ class HubertConfig(PatchGrid):
         if not 0.0 < self.mask_start_probability < 1.0 or self.mask_span_frames < 1:
             raise ValueError(f"{self.name}: mask_start_probability={self.mask_start_probability} must be in (0, 1) "
                              f"and mask_span_frames={self.mask_span_frames} at least 1")
+        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
+            raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
         if self.crop_frames <= 2 * self.mask_span_frames:
             raise ValueError(f"{self.name}: crop_frames={self.crop_frames} leaves no room for "
                              f"{self.mask_span_frames}-frame mask spans: use at least {2 * self.mask_span_frames + 1}")
@@ -87,6 +94,18 @@ class HubertConfig(PatchGrid):
         if self.embed_layer is not None and not 1 <= self.embed_layer <= self.encoder_depth:
             raise ValueError(f"{self.name}: embed_layer={self.embed_layer}: use None (the last layer) or a block "
                              f"number in [1, {self.encoder_depth}]")
+
+
+    @property
+    def span_start_probability(self) -> float:
+        """p used for masking: solved from mask_ratio when that is set."""
+        if self.mask_ratio is None:
+            return self.mask_start_probability
+        return start_probability_for_fraction(self.mask_ratio, self.crop_frames, self.mask_span_frames)
+
+    @property
+    def expected_mask_ratio(self) -> float:
+        return expected_masked_fraction(self.crop_frames, self.span_start_probability, self.mask_span_frames)
 
 
 def hubert_base_config(name: str = "hubert-base") -> HubertConfig:

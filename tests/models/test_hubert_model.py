@@ -167,3 +167,23 @@ def test_spec_is_the_waveform_contract(name, crop_frames):
 def test_bad_overrides_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
         models.build_model("hubert-debug", **overrides)
+
+
+def test_the_pipelines_mask_ratio_and_crop_overrides_round_trip():
+    """The pretraining config hands `mask_ratio=spec.mask_ratio` and `crop_frames` back to the builder."""
+    with torch.device("meta"):
+        own = models.build_model("hubert-base")
+        again = models.build_model("hubert-base", mask_ratio=own.spec.mask_ratio, crop_frames=own.spec.crop_frames)
+        more = models.build_model("hubert-base", mask_ratio=0.7)
+    assert again.config.span_start_probability == pytest.approx(0.08)
+    assert again.spec.mask_ratio == pytest.approx(own.spec.mask_ratio)
+    assert more.spec.mask_ratio == pytest.approx(0.7) and more.config.span_start_probability > 0.08
+
+
+def test_mask_ratio_override_moves_the_masked_share(speech):
+    torch.manual_seed(0)
+    counts = {}
+    for ratio in (0.3, 0.7):
+        model = models.build_model("hubert-debug", codebook=str(speech[0]), mask_ratio=ratio)
+        counts[ratio] = torch.stack([model.draw_mask(1, torch.device("cpu")).float().mean() for _ in range(200)]).mean()
+        assert abs(counts[ratio] - ratio) < 0.05  # one crop per draw: no same-count trimming
