@@ -107,10 +107,10 @@ class HuBERT(nn.Module):
         return loss, logits
 
     def forward(self, batch: torch.Tensor) -> MaskedOutput:
-        labels = self.label_frames(batch)  # before any work: a model without targets fails at once
         if batch.shape[1] != self.config.crop_frames:
             raise ValueError(f"{self.config.name} trains on crops of {self.config.crop_frames} frames, got "
                              f"{batch.shape[1]}: build it with crop_frames={batch.shape[1]} or crop the input")
+        labels = self.label_frames(batch)  # raises first when there is no codebook: nothing to predict
         mask = self.draw_mask(batch.shape[0], batch.device)
         features, context = self.encoder(batch, mask, self.mask_embedding)
         loss, logits = self.forward_loss(context.last, labels, mask, features.conv)
