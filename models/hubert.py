@@ -147,6 +147,14 @@ class HuBERT(nn.Module):
         return flops + 6.0 * head * n_masked
 
 
+    def labelling_flops_per_sample(self) -> float:
+        """Forward-only FLOPs of labelling one crop on the fly (not in `training_flops_per_sample`, the
+        study's 6 N D of the model trained): a frozen teacher's layers for an iteration-2 codebook."""
+        if self.labeller is None:
+            return 0.0
+        return self.labeller.flops_per_crop(self.config.crop_frames)
+
+
 def _register() -> None:
     sizes = {
         "hubert-base": (hubert_base_config(), "95M (study Table IV; HuBERT Table I)"),

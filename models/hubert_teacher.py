@@ -67,6 +67,13 @@ class FrozenHubertTeacher(nn.Module):
                              f"unexpected {sorted(unexpected)[:3]}; re-run python -m pipeline.targets")
 
 
+def teacher_forward_flops(teacher: FrozenHubertTeacher, frames: int) -> float:
+    """2 N per position (forward only): the convs on their output positions, the rest on every frame.
+    The encoder pieces count 6 N (forward + backward); the teacher runs a third of that."""
+    encoder = teacher.encoder
+    return (encoder.features.training_flops_per_sample(frames) + encoder.context.training_flops_per_sample(frames)) / 3
+
+
 class TeacherFrameLabeller(nn.Module):
     """(batch, T, 320) crops -> (batch, T) nearest centroids of the frozen teacher's layer output."""
 
@@ -77,6 +84,10 @@ class TeacherFrameLabeller(nn.Module):
                              f"got {tuple(centroids.shape)}")
         self.teacher = teacher
         self.register_buffer("centroids", centroids.float().clone())
+
+    def flops_per_crop(self, frames: int) -> float:
+        """The teacher's forward pass plus the distances to every centroid (2 k dim per frame)."""
+        return teacher_forward_flops(self.teacher, frames) + 2.0 * self.centroids.numel() * frames
 
     @torch.no_grad()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:

@@ -143,3 +143,16 @@ def test_teacher_layer_beyond_its_depth_is_refused(setup, tmp_path):
         ensure_codebook(shards, features="hubert", teacher_checkpoint=checkpoint, teacher_layer=3,
                         cache_dir=tmp_path, log=lambda line: None, **SMALL)
     assert list(tmp_path.iterdir()) == [], "a refused teacher leaves no codebook behind"
+
+
+def test_labelling_flops_match_the_counted_teacher_matmuls_and_convolutions(layer_codebook):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    student = models.build_model("hubert-debug", codebook=str(layer_codebook))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        student.label_frames(torch.randn(4, 100, 320))
+    counted = sum(counter.get_flop_counts()["Global"].values()) / 4
+    # 2 N counts biases and norms too; the position conv computes one extra output step
+    assert 0.9 < counted / student.labelling_flops_per_sample() < 1.05
+    assert student.labelling_flops_per_sample() < student.training_flops_per_sample()
