@@ -20,6 +20,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
+from torch import nn
+
+from models.hubert_config import HubertConfig
+from models.hubert_labels import MfccFrameLabeller
+from models.hubert_teacher import (
+    TEACHER_WEIGHTS_NAME,
+    FrozenHubertTeacher,
+    TeacherFrameLabeller,
+)
 
 CENTROIDS_NAME = "centroids.npy"
 CODEBOOK_MANIFEST_NAME = "codebook.json"
@@ -66,19 +76,9 @@ def read_codebook(directory: str | Path) -> Codebook:
     return Codebook(centroids=centroids.astype(np.float32), manifest=manifest)
 
 
-def frame_labeller(directory: str | Path, codebook: Codebook):
+def frame_labeller(directory: str | Path, codebook: Codebook) -> nn.Module:
     """The module that labels (batch, T, 320) crops with this codebook's clusters, one per 20 ms frame:
     MFCC features (iteration 1) or a frozen teacher's layer output (iteration 2)."""
-    import torch
-
-    from models.hubert_config import HubertConfig
-    from models.hubert_labels import MfccFrameLabeller
-    from models.hubert_teacher import (
-        TEACHER_WEIGHTS_NAME,
-        FrozenHubertTeacher,
-        TeacherFrameLabeller,
-    )
-
     centroids = torch.from_numpy(codebook.centroids)
     if codebook.features_kind == "mfcc":
         return MfccFrameLabeller(centroids)
