@@ -156,3 +156,17 @@ def test_labelling_flops_match_the_counted_teacher_matmuls_and_convolutions(laye
     # 2 N counts biases and norms too; the position conv computes one extra output step
     assert 0.9 < counted / student.labelling_flops_per_sample() < 1.05
     assert student.labelling_flops_per_sample() < student.training_flops_per_sample()
+
+
+def test_a_student_checkpoint_reloads_with_its_frozen_teacher(setup, layer_codebook, tmp_path):
+    from pipeline.checkpoint import load_model_from_checkpoint
+
+    shards = setup[0]
+    torch.manual_seed(0)
+    student = models.build_model("hubert-debug", codebook=str(layer_codebook))
+    saved = save_model_checkpoint(tmp_path / "student", student, model_name="hubert-debug",
+                                  overrides={"codebook": str(layer_codebook)}, step=1, shard_fingerprint="speech")
+    reloaded, _ = load_model_from_checkpoint(saved)
+    crops = torch.from_numpy(read_crops(shards, crop_frames=100, seed=1, limit=3))
+    assert torch.equal(reloaded.label_frames(crops), student.label_frames(crops))
+    torch.testing.assert_close(reloaded.embed(crops), student.eval().embed(crops))
