@@ -76,6 +76,11 @@ class HuBERT(nn.Module):
     def lr_scale(self) -> float:
         return 1.0
 
+    @property
+    def needs_codebook(self) -> bool:
+        """True when built without a codebook: no targets yet (pipeline.pretrain fits or reuses one)."""
+        return self.labeller is None
+
     def label_frames(self, batch: torch.Tensor) -> torch.Tensor:
         """(batch, frames, 320) -> int64 (batch, frames): each frame's cluster in the codebook."""
         if self.labeller is None:

@@ -32,6 +32,7 @@ from pipeline.defaults import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
+from pipeline.pretrain.discrete_targets import with_codebook
 from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
@@ -84,6 +85,7 @@ def run_pretraining(
     shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
     manifest = _read_manifest_naming_it(shards_dir)
     check_shards_match_model(shards_dir, manifest, model.spec)
+    config, model = with_codebook(config, model, shards_dir)  # HuBERT's k-means targets, fitted or reused
     started_ray = connect_ray(config.ray_address)
     try:
         warmup_given = config.warmup_steps is not None

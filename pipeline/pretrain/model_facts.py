@@ -23,6 +23,7 @@ class ModelFacts:
     total_parameters: int
     training_flops_per_sample: float
     lr_scale: float  # CrossMAE's gamma / p; 1.0 for every other decoder
+    needs_codebook: bool = False  # predicts k-means targets (HuBERT) and was built without a codebook
 
     def mlflow_params(self) -> dict[str, Any]:
         """The facts a run records (crop length and mask ratio travel in the config instead)."""
@@ -50,4 +51,5 @@ def describe_model(model_name: str, overrides: dict[str, Any]) -> ModelFacts:
         total_parameters=models.count_parameters(model),
         training_flops_per_sample=model.training_flops_per_sample(),
         lr_scale=float(getattr(model, "lr_scale", 1.0)),
+        needs_codebook=bool(getattr(model, "needs_codebook", False)),
     )

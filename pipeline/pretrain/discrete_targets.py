@@ -1,0 +1,34 @@
+"""Targets for a model that predicts k-means clusters (HuBERT): the codebook a run trains with.
+
+A HuBERT run given no `--override codebook=DIR` gets the target stage's codebook for its training
+shards (`pipeline.targets.ensure_codebook`, iteration 1: k-means on MFCCs): reused from
+`<shards>/targets/` when one was fitted with the same settings, fitted now (on the driver, before Ray
+starts the workers) otherwise. The folder then travels as an override, so the checkpoint names it
+and the workers and evaluation read the same centroids (they are also saved in every checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.model_facts import ModelFacts
+from pipeline.shards.location import is_uri
+
+
+def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) -> tuple[PretrainConfig, ModelFacts]:
+    """`config` and `model` unchanged unless the model needs a codebook and was given none."""
+    if not model.needs_codebook or "codebook" in config.model_overrides:
+        return config, model
+    if is_uri(shards_dir):
+        raise ValueError(
+            f"--model {config.model_name} predicts k-means targets and its shards {shards_dir} are not on a local "
+            "path the target stage can cache into: run `python -m pipeline.targets --shards <a local copy>` and "
+            "pass --override codebook=<the folder it prints> (a path every worker can read)"
+        )
+    from pipeline.targets.codebook import ensure_codebook
+
+    directory = ensure_codebook(Path(shards_dir), crop_frames=model.spec.crop_frames)
+    config = dataclasses.replace(config, model_overrides={**config.model_overrides, "codebook": str(directory)})
+    return config, config.describe_model()
