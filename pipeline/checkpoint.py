@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from torch import nn
 
 WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
+CODEBOOK_DIR = "codebook"  # a HuBERT checkpoint's copy of the k-means codebook it was trained with
 TRAIN_STATE_FILE = "train_state.pt"
 DIGESTS_KEY = "sha256"
 
@@ -79,11 +81,21 @@ def save_model_checkpoint(
     if clashes:
         raise ValueError(f"extra checkpoint metadata may not overwrite the contract keys {sorted(clashes)}")
     meta.update(extra or {})
+    _bundle_codebook(directory, overrides.get("codebook"))
     # save_model drops the duplicate names of tied tensors, which save_file would refuse.
     safetensors.torch.save_model(bare, str(directory / WEIGHTS_FILE), force_contiguous=True)
     meta[DIGESTS_KEY] = {WEIGHTS_FILE: file_sha256(directory / WEIGHTS_FILE)}
     _write_meta(directory, meta)
     return directory
+
+
+def _bundle_codebook(directory: Path, codebook: str | None) -> None:
+    """A HuBERT checkpoint carries a copy of its codebook folder (`CODEBOOK_DIR`), so evaluation, the HEAR
+    API and the next target iteration rebuild it on any machine, after the shards' `targets/` is gone.
+    Iteration 1's folder is a few kB; iteration 2's also holds the teacher's layers."""
+    if not codebook or not Path(codebook).is_dir():
+        return
+    shutil.copytree(codebook, directory / CODEBOOK_DIR, dirs_exist_ok=True)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -159,7 +171,10 @@ def load_model_from_checkpoint(directory: str | Path, *, device: str = "cpu") ->
     import models
 
     meta = read_checkpoint_meta(directory)
-    model = models.build_model(meta["model_name"], **meta["overrides"]).to(device)
+    overrides = dict(meta["overrides"])
+    if (Path(directory) / CODEBOOK_DIR / "codebook.json").is_file():  # the checkpoint's own copy
+        overrides["codebook"] = str(Path(directory) / CODEBOOK_DIR)
+    model = models.build_model(meta["model_name"], **overrides).to(device)
     load_model_weights(model, directory)
     return model.eval(), meta
 

@@ -123,9 +123,11 @@ PRESETS: dict[str, FrontendPreset] = {
     ),
     # HuBERT / wav2vec 2.0 read 16 kHz samples (HuBERT Sec. IV-B, wav2vec 2.0 Sec. 2). A frame is 20 ms
     # (320 samples): their conv feature encoder's stride, so one stored frame is one encoder frame and
-    # crops, masks and labels align. Each crop is standardised (wav2vec 2.0 / HuBERT Large `normalize`).
+    # crops, masks and labels align. Each segment is standardised when read (zero mean, unit variance,
+    # before cropping): fairseq's `normalize` of its Large recipes; its Base recipes feed raw samples.
     # Samples are stored as float16 (2 bytes, as int16 PCM; relative precision 2^-11, i.e. the
-    # quantisation noise sits ~66 dB under the signal at any level, where int16's is fixed at -96 dBFS).
+    # quantisation noise sits ~66 dB under the signal at any level above 2^-14 (-84 dBFS, below which
+    # float16 is subnormal and its step a fixed 2^-24, -144 dBFS), where int16's is fixed at -96 dBFS).
     "waveform": FrontendPreset(
         name="waveform",
         sample_rate_hz=TARGET_SAMPLE_RATE_HZ,

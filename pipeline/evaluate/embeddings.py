@@ -50,7 +50,10 @@ class MelNormalisation:
     def apply(self, mel: np.ndarray) -> np.ndarray:
         if self.per_clip:
             return normalize_clip(mel)
-        return (mel - self.bin_mean) / np.maximum(self.bin_std, 1e-5)
+        # A bin constant over the dataset (std ~0: `ssast`'s empty filter 3) is 0, as in training, where
+        # its stored float16 value equals its mean; dividing float32 audio by 1e-5 would give ~+293.
+        constant = self.bin_std <= 1e-5
+        return np.where(constant, 0.0, (mel - self.bin_mean) / np.where(constant, 1.0, self.bin_std)).astype(np.float32)
 
 
 def normalisation_for(preset: FrontendPreset, meta: dict | None = None) -> MelNormalisation:

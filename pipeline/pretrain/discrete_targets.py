@@ -3,13 +3,18 @@
 A HuBERT run given no `--override codebook=DIR` gets the target stage's codebook for its training
 shards (`pipeline.targets.ensure_codebook`, iteration 1: k-means on MFCCs): reused from
 `<shards>/targets/` when one was fitted with the same settings, fitted now (on the driver, before Ray
-starts the workers) otherwise. The folder then travels as an override, so the checkpoint names it
-and the workers and evaluation read the same centroids (they are also saved in every checkpoint).
+starts the workers) otherwise. The folder then travels as an override (an absolute path the workers
+read); every checkpoint carries a copy of it (`pipeline.checkpoint.CODEBOOK_DIR`) for evaluation.
+
+The automatic codebook is HuBERT's iteration 1 (MFCC, k 100) for every size. The HuBERT paper trains
+Large / X-Large on k 500 clusters of a second-iteration Base's layer 9: give such a codebook with
+`--override codebook=DIR` (`python -m pipeline.targets --features hubert --teacher CKPT ...`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 from pipeline.pretrain.config import PretrainConfig
@@ -29,6 +34,8 @@ def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) ->
         )
     from pipeline.targets.codebook import ensure_codebook
 
-    directory = ensure_codebook(Path(shards_dir), crop_frames=model.spec.crop_frames)
+    directory = ensure_codebook(Path(shards_dir).absolute(), crop_frames=model.spec.crop_frames)
+    print(f"targets: {config.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
+          "--override codebook=DIR for another)", file=sys.stderr, flush=True)
     config = dataclasses.replace(config, model_overrides={**config.model_overrides, "codebook": str(directory)})
     return config, config.describe_model()

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from pipeline.checkpoint import unwrap_model
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 
@@ -67,7 +68,12 @@ def forward_backward(
     # Optimizers never clear gradients: without this, each step's gradient would carry every earlier
     # step's (already clipped) one, and the logged gradient norm with it.
     train_model.zero_grad(set_to_none=True)
+    # A schedule inside the model (wav2vec 2.0's Gumbel temperature) counts optimizer updates, not
+    # forwards: every micro-batch of update `step` (1-based) sees the value after step - 1 updates.
+    scheduled = getattr(unwrap_model(train_model), "set_step", None)
     for index in range(accumulation):
+        if scheduled is not None:
+            scheduled(step - 1)
         mel = next(micro_batches)  # (micro, crop_frames, n_mels)
         debug_hooks.maybe_record_crops(mel, step=step, rank=rank, node_id=node_id)
         last = index == accumulation - 1

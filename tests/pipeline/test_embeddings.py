@@ -64,3 +64,19 @@ def test_dataset_normalisation_comes_from_the_shards_manifest(tmp_path):
     with pytest.warns(UserWarning, match="standardising each clip"):
         assert normalisation_for(preset, {}).per_clip
     assert normalisation_for(get_preset("audiomae")) == MelNormalisation(per_clip=True)
+
+
+def test_a_bin_constant_over_the_dataset_is_zero_as_in_training():
+    """`ssast`'s filter 3 is empty: its log-mel is the floor everywhere and its dataset std 0. Training
+    reads it as exactly its mean (0 after normalising); evaluation must too, not (x - mean) / 1e-5."""
+    from pipeline.audio.frontend import compute_log_mel, get_preset
+    from pipeline.evaluate.embeddings import MelNormalisation
+
+    preset = get_preset("ssast")
+    mel = compute_log_mel(np.sin(np.linspace(0, 2000, 32_000)).astype(np.float32), preset)
+    stored = mel.astype(np.float16).astype(np.float64)  # what prep keeps; the manifest's stats come from it
+    normalisation = MelNormalisation(per_clip=False, bin_mean=stored.mean(0).astype(np.float32),
+                                     bin_std=stored.std(0).astype(np.float32))
+    normalised = normalisation.apply(mel)
+    assert normalisation.bin_std[3] == 0 and np.all(normalised[:, 3] == 0)
+    assert np.isfinite(normalised).all() and np.abs(normalised).max() < 50

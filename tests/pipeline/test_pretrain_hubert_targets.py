@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from pretrain_testdata import make_tiny_shards
 
 from models.hubert_codebook import read_codebook
@@ -42,3 +43,13 @@ def test_a_hubert_run_fits_then_reuses_the_codebook_of_its_shards(waveform_shard
     second = run_pretraining(hubert_config(waveform_shards, tmp_path, "second"))
     assert "reusing" in capsys.readouterr().err and second.steps == 6
     assert sorted((waveform_shards / "targets").iterdir()) == codebook_dirs
+    # The checkpoint carries its codebook: it loads, and labels alike, after the shards' copy is gone.
+    crops = torch.randn(2, 50, 320)
+    expected = model.label_frames(crops)
+    moved = waveform_shards.parent / "targets-moved"
+    (waveform_shards / "targets").rename(moved)
+    try:
+        reloaded, _ = load_model_from_checkpoint(first.checkpoint_dir)
+        torch.testing.assert_close(reloaded.label_frames(crops), expected)
+    finally:
+        moved.rename(waveform_shards / "targets")

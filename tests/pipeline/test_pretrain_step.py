@@ -58,3 +58,16 @@ def test_accumulated_micro_batches_average_into_one_batch_gradient():
     torch.testing.assert_close(loss, expected_loss.detach())
     for name, grad in _gradients(model).items():
         torch.testing.assert_close(accumulated[name], grad, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_a_models_update_schedule_counts_optimizer_steps_not_micro_batches():
+    """wav2vec 2.0's Gumbel temperature decays per update (x0.999995, wav2vec 2.0 Sec. 4.2): with 3
+    micro-batches per step, update 11 still anneals from 10 finished updates, not from 3 per update."""
+    config = PretrainConfig(model_name="wav2vec2-debug", global_batch_size=6, micro_batch_size=2)
+    torch.manual_seed(0)
+    model = models.build_model("wav2vec2-debug")
+    crops = torch.randn(2, model.spec.crop_frames, model.spec.n_mels)
+    seen = []
+    model.quantizer.register_forward_pre_hook(lambda module, args: seen.append(int(module.step)))
+    forward_backward(model, itertools.repeat(crops), config=config, step=11, device=CPU, rank=0, node_id="t")
+    assert seen == [10, 10, 10]
