@@ -36,6 +36,7 @@ from pipeline.audio.frontend import (
 )
 
 DEFAULT_BATCH_CHUNKS = 32
+WAVE_RECEPTIVE_FIELD_MS = 25.0  # 400 samples at 16 kHz: the waveform models' conv stack, kernels (10,3,3,3,3,2,2)
 DEFAULT_CLIPS_PER_GROUP = 64
 
 
@@ -194,6 +195,10 @@ class FrameEmbedder:
     def frame_centres_ms(self, n_frames: int) -> np.ndarray:
         """(n_frames,) float32 centre times of frame features, in milliseconds."""
         patch = self.spec.patch_frames
+        if self.preset.kind == "waveform":
+            # encoder frame t of a waveform model sees samples [320 t, 320 t + 400): the conv feature
+            # encoder's receptive field (wav2vec 2.0 Sec. 2), centred 200 samples = 12.5 ms in
+            return (np.arange(n_frames) * self.preset.hop_ms + WAVE_RECEPTIVE_FIELD_MS / 2).astype(np.float32)
         return ((np.arange(n_frames) * patch + (patch - 1) / 2.0) * self.preset.hop_ms).astype(np.float32)
 
     def timestamp_embeddings(self, waves: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

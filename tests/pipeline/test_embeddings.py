@@ -80,3 +80,13 @@ def test_a_bin_constant_over_the_dataset_is_zero_as_in_training():
     normalised = normalisation.apply(mel)
     assert normalisation.bin_std[3] == 0 and np.all(normalised[:, 3] == 0)
     assert np.isfinite(normalised).all() and np.abs(normalised).max() < 50
+
+
+def test_a_waveform_model_has_one_frame_per_20_ms_centred_on_its_receptive_field():
+    torch.manual_seed(0)
+    wave_embedder = FrameEmbedder(models.build_model("wav2vec2-debug"), batch_chunks=3, clips_per_group=2)
+    wave = np.random.default_rng(0).uniform(-1, 1, 16_000 * 3 + 100).astype(np.float32)  # 150 frames + 100 samples
+    frames = next(iter(wave_embedder.iter_frame_features([wave])))
+    assert frames.shape == (150, wave_embedder.spec.embed_dim)  # crops of 100 frames: 100 + 50
+    # frame t sees samples [320 t, 320 t + 400): centred at 20 t + 12.5 ms
+    np.testing.assert_allclose(wave_embedder.frame_centres_ms(3), [12.5, 32.5, 52.5])

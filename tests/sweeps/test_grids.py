@@ -44,7 +44,7 @@ def test_cpu_arch_grid_builds_every_architecture():
         assert counts[f"{family}-wide"] > 1.5 * counts[family]
 
 
-def test_paper_arch_grid_names_registered_models_with_table_iv_sizes():
+def test_paper_arch_grid_names_registered_models_and_table_iv_settings():
     from models.registry import list_models
 
     trials = expand_grids("arch", profile="paper")
