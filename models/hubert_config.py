@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.patching import PatchGrid
-from models.span_masking import expected_masked_fraction, start_probability_for_fraction
+from models.span_masking import SpanMaskedConfig
 
 SAMPLES_PER_FRAME = 320  # the `waveform` preset's stored frame = the conv encoder's stride (20 ms)
 FRAME_HOP_MS = 20.0
@@ -28,7 +28,7 @@ EXTRACTOR_MODES = ("group_norm", "layer_norm")
 
 
 @dataclass(frozen=True, kw_only=True)
-class HubertConfig(PatchGrid):
+class HubertConfig(PatchGrid, SpanMaskedConfig):
     name: str
     encoder_dim: int
     encoder_depth: int
@@ -95,17 +95,6 @@ class HubertConfig(PatchGrid):
             raise ValueError(f"{self.name}: embed_layer={self.embed_layer}: use None (the last layer) or a block "
                              f"number in [1, {self.encoder_depth}]")
 
-
-    @property
-    def span_start_probability(self) -> float:
-        """p used for masking: solved from mask_ratio when that is set."""
-        if self.mask_ratio is None:
-            return self.mask_start_probability
-        return start_probability_for_fraction(self.mask_ratio, self.crop_frames, self.mask_span_frames)
-
-    @property
-    def expected_mask_ratio(self) -> float:
-        return expected_masked_fraction(self.crop_frames, self.span_start_probability, self.mask_span_frames)
 
 
 def hubert_base_config(name: str = "hubert-base") -> HubertConfig:

@@ -109,3 +109,24 @@ def start_probability_for_fraction(mask_ratio: float, n_frames: int, span_frames
         raise ValueError(f"{n_frames} frames cannot hold a {span_frames}-frame span: use longer crops")
     per_candidate = 1.0 - (1.0 - mask_ratio) ** (1.0 / span_frames)
     return per_candidate * (n_frames - span_frames) / n_frames
+
+
+class SpanMaskedConfig:
+    """The masking arithmetic of a config with `mask_ratio` (None: use p), `mask_start_probability` (p),
+    `crop_frames` and `mask_span_frames`: wav2vec 2.0's and HuBERT's configs share it."""
+
+    mask_ratio: float | None
+    mask_start_probability: float
+    crop_frames: int
+    mask_span_frames: int
+
+    @property
+    def span_start_probability(self) -> float:
+        """p used for masking: solved from mask_ratio when that is set."""
+        if self.mask_ratio is None:
+            return self.mask_start_probability
+        return start_probability_for_fraction(self.mask_ratio, self.crop_frames, self.mask_span_frames)
+
+    @property
+    def expected_mask_ratio(self) -> float:
+        return expected_masked_fraction(self.crop_frames, self.span_start_probability, self.mask_span_frames)

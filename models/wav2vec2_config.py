@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from models.patching import PatchGrid
-from models.span_masking import expected_masked_fraction, start_probability_for_fraction
+from models.span_masking import SpanMaskedConfig
 from models.wave_feature_encoder import EXTRACTOR_MODES, SAMPLES_PER_FRAME
 
 WAVEFORM_FRAME_HOP_MS = 1000.0 * SAMPLES_PER_FRAME / 16_000  # 20 ms per stored frame and per feature
@@ -27,7 +27,7 @@ BLOCKS = ("transformer", "rel_pos", "rope")  # the context network: transformer 
 
 
 @dataclass(frozen=True, kw_only=True)
-class Wav2Vec2Config(PatchGrid):
+class Wav2Vec2Config(PatchGrid, SpanMaskedConfig):
     name: str
     # Input: the "waveform" preset, 320 samples per stored frame, one frame per "patch".
     frontend_preset: str = "waveform"
@@ -101,17 +101,6 @@ class Wav2Vec2Config(PatchGrid):
         if self.embed_layer is not None and not 1 <= self.embed_layer <= self.encoder_depth:
             raise ValueError(f"{self.name}: embed_layer={self.embed_layer}: use None (last) or a block "
                              f"number in [1, {self.encoder_depth}]")
-
-    @property
-    def span_start_probability(self) -> float:
-        """p used for masking: solved from mask_ratio when that is set."""
-        if self.mask_ratio is None:
-            return self.mask_start_probability
-        return start_probability_for_fraction(self.mask_ratio, self.crop_frames, self.mask_span_frames)
-
-    @property
-    def expected_mask_ratio(self) -> float:
-        return expected_masked_fraction(self.crop_frames, self.span_start_probability, self.mask_span_frames)
 
 
 def base_config(name: str = "wav2vec2-base") -> Wav2Vec2Config:
