@@ -12,11 +12,10 @@ import torch
 from torch import nn
 
 from models.axlstm_config import AxLSTMConfig
-from models.config import FRONTEND_HOP_MS
 from models.config_overrides import apply_overrides
 from models.cross_decoder import CrossMAEDecoder, count_predicted
 from models.encoder import EncoderOutput
-from models.interface import MaskedOutput, ModelSpec, PatchedMelModel, count_parameters
+from models.interface import MaskedOutput, PatchedMelModel, count_parameters, patch_grid_spec
 from models.mae_decoder import DecoderOutput
 from models.masking import Masking, count_kept, random_masking
 from models.positions import PositionEmbedding
@@ -84,14 +83,7 @@ class AxLSTM(PatchedMelModel):
     def __init__(self, config: AxLSTMConfig) -> None:
         super().__init__()
         self.config = config
-        self.spec = ModelSpec(
-            name=config.name, n_mels=config.n_mels, crop_frames=config.crop_frames,
-            patch_frames=config.patch_frames, patch_bins=config.patch_bins,
-            mask_ratio=config.mask_ratio, frontend_preset=config.frontend_preset,
-            # a frame is one time step: its patches across frequency, concatenated (as AudioMAE++)
-            embed_dim=config.encoder_dim * config.n_freq_patches,
-            frame_hop_ms=config.patch_frames * FRONTEND_HOP_MS[config.frontend_preset],
-        )
+        self.spec = patch_grid_spec(config)
         self.encoder = AxLSTMEncoder(config)
         if config.decoder == "cross":
             # CrossMAEDecoder reads only field names AxLSTMConfig shares with the MAE config.

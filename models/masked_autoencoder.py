@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.config import FRONTEND_HOP_MS, MaskedAutoencoderConfig
+from models.config import MaskedAutoencoderConfig
 from models.cross_decoder import CrossMAEDecoder, count_predicted
 from models.encoder import EncoderOutput, PatchEncoder
-from models.interface import MaskedOutput, ModelSpec, PatchedMelModel, count_parameters
+from models.interface import MaskedOutput, PatchedMelModel, count_parameters, patch_grid_spec
 from models.mae_decoder import DecoderOutput, SelfAttentionDecoder
 from models.masking import Masking, count_kept, random_masking
 from models.positions import PositionEmbedding
@@ -18,18 +18,7 @@ class MaskedAutoencoder(PatchedMelModel):
     def __init__(self, config: MaskedAutoencoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.spec = ModelSpec(
-            name=config.name,
-            n_mels=config.n_mels,
-            crop_frames=config.crop_frames,
-            patch_frames=config.patch_frames,
-            patch_bins=config.patch_bins,
-            mask_ratio=config.mask_ratio,
-            frontend_preset=config.frontend_preset,
-            # a frame is one time step: its patches across frequency, concatenated
-            embed_dim=config.encoder_dim * config.n_freq_patches,
-            frame_hop_ms=config.patch_frames * FRONTEND_HOP_MS[config.frontend_preset],
-        )
+        self.spec = patch_grid_spec(config)
         self.encoder = PatchEncoder(config)
         if config.decoder == "cross":
             self.decoder: nn.Module = CrossMAEDecoder(config)

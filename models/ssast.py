@@ -33,8 +33,7 @@ from torch import nn
 
 from models.blocks import LAYER_NORM_EPS, build_block_stack
 from models.cluster_masking import cluster_mask_ids, mask_from_ids, random_mask_ids
-from models.config import FRONTEND_HOP_MS
-from models.interface import MaskedOutput, ModelSpec, PatchedMelModel, count_parameters
+from models.interface import MaskedOutput, PatchedMelModel, count_parameters, patch_grid_spec
 from models.masking import gather_tokens
 from models.registry import register_model
 from models.ssast_config import PATCH_SHAPES, SSASTConfig, ssast_config_with_overrides
@@ -106,17 +105,10 @@ class SSAST(PatchedMelModel):
     def __init__(self, config: SSASTConfig) -> None:
         super().__init__()
         self.config = config
-        self.spec = ModelSpec(
-            name=config.name, n_mels=config.n_mels, crop_frames=config.crop_frames,
-            patch_frames=config.patch_frames, patch_bins=config.patch_bins,
-            mask_ratio=config.mask_ratio, frontend_preset=config.frontend_preset,
-            # A frame is one time step: its patches across frequency, concatenated, as the other
-            # families here (models/masked_autoencoder.py). SSAST's own clip feature (`ft_avgtok`)
-            # is the mean over all patch tokens, frequency included: a linear map of ours, while
-            # concatenation keeps which frequency band a token describes.
-            embed_dim=config.encoder_dim * config.n_freq_patches,
-            frame_hop_ms=config.patch_frames * FRONTEND_HOP_MS[config.frontend_preset],
-        )  # fmt: skip
+        # Frames concatenate a time step's frequency patches, as the other families here. SSAST's own clip
+        # feature (`ft_avgtok`) is the mean over all patch tokens: a linear map of ours, while
+        # concatenation keeps which frequency band a token describes.
+        self.spec = patch_grid_spec(config)
         self.encoder = SSASTEncoder(config)
         hidden, values = config.heads_hidden_dim, config.patch_values
         self.discriminative_head = PatchPredictionHead(config.encoder_dim, hidden, values)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import models
+from tests.models.training_loop import train_losses
 from pipeline.targets.codebook import write_codebook
 
 # Measured max |compiled - eager| / eager loss over 3 steps of one-block hubert-debug: 1.3e-7.
@@ -19,17 +20,9 @@ COMPILED_LOSS_RTOL = 1e-5
 def _losses(codebook: str, batch: torch.Tensor, *, compiled: bool) -> list[float]:
     torch.manual_seed(0)
     model = models.build_model("hubert-debug", codebook=codebook, encoder_depth=1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     step_model = torch.compile(model) if compiled else model
     torch.manual_seed(1)  # the masking stream
-    losses = []
-    for _ in range(3):
-        loss = step_model(batch).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+    return train_losses(step_model, batch, steps=3, lr=1e-3)
 
 
 @pytest.mark.slow  # a cold inductor compile: ~25 s on this 2-core machine
