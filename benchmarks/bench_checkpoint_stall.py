@@ -33,11 +33,12 @@ DEFAULT_MODEL = "mae-en768-12"  # 111.3M parameters (models registry, study Tabl
 SHARDS_PRESET = "dasheng"  # the mae models' front end (64 mel bins)
 
 
-def build_shards(root: Path) -> Path:
-    """Tiny real shards for the mae front end (espeak-ng speech through pipeline.prep), cached in root."""
-    from tests.pipeline.pretrain_testdata import make_tiny_shards
+def build_shards() -> Path:
+    """Real shards for the mae front end: the tiny default corpus through pipeline.prep (built once
+    under $AUDIOSCALE_HOME; the stall measured here does not depend on which audio is read)."""
+    from pipeline.defaults import ensure_default_data
 
-    return make_tiny_shards(root, preset_name=SHARDS_PRESET)
+    return ensure_default_data(preset_name=SHARDS_PRESET, with_tasks=False, tiny=True).shards_dir
 
 
 def step_times(tracking_uri: str, run_id: str) -> dict[int, float]:
@@ -103,8 +104,9 @@ def time_checkpoint_parts(args: argparse.Namespace, work: Path) -> tuple[float, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--crop-frames", type=int, default=144, help="short crops keep a CPU step near 1 s")
     parser.add_argument("--steps", type=int, default=10)
@@ -113,9 +115,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
-    shards = Path(args.shards) if args.shards else build_shards(Path(tempfile.gettempdir()) / "bench-checkpoint-stall")
-    print(f"{args.model}, crop {args.crop_frames} frames, batch 2, 1 worker x 1 CPU, {args.steps} steps, "
-          f"checkpoint after step {args.checkpoint_at}")
+    shards = Path(args.shards) if args.shards else build_shards()
+    print(
+        f"{args.model}, crop {args.crop_frames} frames, batch 2, 1 worker x 1 CPU, {args.steps} steps, "
+        f"checkpoint after step {args.checkpoint_at}"
+    )
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench-stall-") as work:
         for mode in ("sync", "async"):

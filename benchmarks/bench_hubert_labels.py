@@ -1,7 +1,7 @@
 """HuBERT's on-the-fly labelling against the training step it feeds, on CPU.
 
 The model labels every training crop itself (MFCC of the crop -> nearest centroid,
-models/hubert_labels.py) instead of reading label shards. This measures what that costs: the median
+models/wave/hubert_labels.py) instead of reading label shards. This measures what that costs: the median
 of `--repeats` labelling passes over a batch against the median of full training steps (labels +
 forward + backward + AdamW) on the same batch, as wall and CPU time, after one warm-up each.
 The codebook is random (the cost does not depend on the centroids' values); the crops are random
@@ -37,8 +37,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import models
-from models.hubert_codebook import CENTROIDS_NAME, CODEBOOK_MANIFEST_NAME
-from models.hubert_teacher import (
+from models.wave.hubert_codebook import CENTROIDS_NAME, CODEBOOK_MANIFEST_NAME
+from models.wave.hubert_teacher import (
     TEACHER_WEIGHTS_NAME,
     FrozenHubertTeacher,
     truncated_teacher_config,
@@ -101,10 +101,14 @@ def main() -> None:
     step_wall, step_cpu = median_seconds(step, args.repeats)
     seconds = model.spec.crop_frames * model.spec.frame_hop_ms / 1000
     source = "MFCC" if args.teacher_layer is None else f"teacher block {args.teacher_layer}"
-    print(f"{args.model}: batch {args.batch_size} x {seconds:g} s crops, {source} labels, k = {args.clusters}, "
-          f"{args.threads} thread(s), median of {args.repeats}")
-    print(f"  labelling      {1000 * label_wall:8.1f} ms wall {1000 * label_cpu:8.1f} ms CPU "
-          f"({1000 * label_cpu / args.batch_size:.1f} ms CPU per crop)")
+    print(
+        f"{args.model}: batch {args.batch_size} x {seconds:g} s crops, {source} labels, k = {args.clusters}, "
+        f"{args.threads} thread(s), median of {args.repeats}"
+    )
+    print(
+        f"  labelling      {1000 * label_wall:8.1f} ms wall {1000 * label_cpu:8.1f} ms CPU "
+        f"({1000 * label_cpu / args.batch_size:.1f} ms CPU per crop)"
+    )
     print(f"  training step  {1000 * step_wall:8.1f} ms wall {1000 * step_cpu:8.1f} ms CPU (labelling included)")
     print(f"  labelling share of the step: {label_wall / step_wall:.1%} wall, {label_cpu / step_cpu:.1%} CPU")
 

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.mlstm import mlstm_chunkwise, mlstm_parallel  # noqa: E402
+from models.axlstm.mlstm import mlstm_chunkwise, mlstm_parallel  # noqa: E402
 
 TARGET_SPEEDUP = 3.0  # issue 4: chunkwise >= 3x faster than parallel at length 1001 on CPU
 
@@ -46,8 +46,9 @@ def make_inputs(batch: int, heads: int, seq_len: int, head_dim: int) -> list[tor
     return [q, k, v, i_preact, f_preact]
 
 
-def time_forward_backward(cell: Callable[..., torch.Tensor], inputs: list[torch.Tensor],
-                          repeats: int) -> tuple[float, float]:
+def time_forward_backward(
+    cell: Callable[..., torch.Tensor], inputs: list[torch.Tensor], repeats: int
+) -> tuple[float, float]:
     """Median (wall, CPU) seconds of a forward + backward pass, after one warm-up pass."""
     wall, cpu = [], []
     for _ in range(repeats + 1):
@@ -73,21 +74,26 @@ def main() -> None:
 
     inputs = make_inputs(options.batch, options.heads, options.seq_len, options.head_dim)
     padded = -(-options.seq_len // options.chunk_size) * options.chunk_size
-    print(f"mLSTM cell, CPU, {options.threads} threads: batch {options.batch}, {options.heads} "
-          f"heads x head_dim {options.head_dim}, sequence {options.seq_len}, float32, "
-          f"forward + backward, median of {options.repeats} after 1 warm-up")
+    print(
+        f"mLSTM cell, CPU, {options.threads} threads: batch {options.batch}, {options.heads} "
+        f"heads x head_dim {options.head_dim}, sequence {options.seq_len}, float32, "
+        f"forward + backward, median of {options.repeats} after 1 warm-up"
+    )
     parallel = time_forward_backward(mlstm_parallel, inputs, options.repeats)
     chunkwise = time_forward_backward(
         lambda *a: mlstm_chunkwise(*a, chunk_size=options.chunk_size), inputs, options.repeats
     )
     print(f"  parallel : wall {parallel[0] * 1e3:8.1f} ms   CPU {parallel[1] * 1e3:8.1f} ms")
-    print(f"  chunkwise: wall {chunkwise[0] * 1e3:8.1f} ms   CPU {chunkwise[1] * 1e3:8.1f} ms   "
-          f"(chunk {options.chunk_size}, sequence padded to {padded})")
+    print(
+        f"  chunkwise: wall {chunkwise[0] * 1e3:8.1f} ms   CPU {chunkwise[1] * 1e3:8.1f} ms   "
+        f"(chunk {options.chunk_size}, sequence padded to {padded})"
+    )
     for label, index in (("wall", 0), ("CPU", 1)):
         speedup = parallel[index] / chunkwise[index]
         verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
         target = f" (target >= {TARGET_SPEEDUP:.0f}x at 1001: {verdict})"
         print(f"  speed-up ({label}): {speedup:.2f}x{target if options.seq_len == 1001 else ''}")
+
 
 if __name__ == "__main__":
     main()

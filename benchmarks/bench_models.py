@@ -52,9 +52,7 @@ def _synchronize(device: torch.device) -> None:
 def build_training_step(model: torch.nn.Module, mel: torch.Tensor, *, bf16: bool):
     """A closure running one full training step on `mel`."""
     fused = mel.device.type == "cuda"
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=1.5e-4 * model.lr_scale, betas=(0.9, 0.95), fused=fused
-    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1.5e-4 * model.lr_scale, betas=(0.9, 0.95), fused=fused)
 
     def step() -> float:
         with torch.autocast(mel.device.type, dtype=torch.bfloat16, enabled=bf16):
@@ -222,9 +220,7 @@ def benchmark_gpu(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="audiomae++-tiny", help="encoder for the CPU comparison")
     parser.add_argument("--batch", type=int, default=None, help="default 16 on CPU, 256 with --gpu")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 5 CPU, 20 GPU)")

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import models
-from pipeline.defaults import shards_dir_for
+from pipeline.paths import shards_dir_for
 from pipeline.pretrain.optim import build_optimizer, build_scheduler
 
 DEBUG_MODELS = ("mae-debug", "audiomae++-debug", "axlstm-debug")
@@ -37,8 +37,15 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, 
 
 
 def plain_loop_samples_per_s(
-    model_name: str, crops: torch.Tensor, *, batch_size: int, steps: int, warmup_steps: int, device: str,
-    compile_model: bool = False, overrides: dict | None = None,
+    model_name: str,
+    crops: torch.Tensor,
+    *,
+    batch_size: int,
+    steps: int,
+    warmup_steps: int,
+    device: str,
+    compile_model: bool = False,
+    overrides: dict | None = None,
 ) -> float:
     """Samples/s of a bare PyTorch loop (AdamW, clipping, bf16 autocast on GPU) over in-memory crops."""
     torch.manual_seed(0)
@@ -78,16 +85,27 @@ def load_crops(shards_dir: str, crop_frames: int, count: int) -> torch.Tensor:
     return torch.from_numpy(read_crops(shards_dir, crop_frames=crop_frames, seed=0, limit=count))
 
 
-def ray_train_steady_samples_per_s(model_name: str, shards_dir: str, *, batch_size: int, steps: int, threads: int) -> float:
-    from pipeline import tracking
+def ray_train_steady_samples_per_s(
+    model_name: str, shards_dir: str, *, batch_size: int, steps: int, threads: int
+) -> float:
     from pipeline.pretrain.driver import PretrainConfig, run_pretraining
+    from pipeline.tracking import runs as tracking
 
     with tempfile.TemporaryDirectory(prefix="bench-pretrain-") as work:
         result = run_pretraining(
             PretrainConfig(
-                model_name=model_name, shards_dir=shards_dir, steps=steps, global_batch_size=batch_size,
-                num_workers=1, cpus_per_worker=float(threads), log_every_steps=10, checkpoint_every_steps=steps,
-                rankme_every_steps=0, run_name="bench", storage_path=f"{work}/ray", tracking_uri=f"{work}/mlflow.db",
+                model_name=model_name,
+                shards_dir=shards_dir,
+                steps=steps,
+                global_batch_size=batch_size,
+                num_workers=1,
+                cpus_per_worker=float(threads),
+                log_every_steps=10,
+                checkpoint_every_steps=steps,
+                rankme_every_steps=0,
+                run_name="bench",
+                storage_path=f"{work}/ray",
+                tracking_uri=f"{work}/mlflow.db",
                 max_failures=0,
             )
         )
@@ -116,7 +134,13 @@ def run_cpu(args: argparse.Namespace) -> None:
     from pipeline.shards.format import read_manifest
 
     preset = read_manifest(shards)["preset"]["name"]
-    ray.init(address="local", num_cpus=args.threads + 1, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address="local",
+        num_cpus=args.threads + 1,
+        object_store_memory=512 * 1024**2,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     try:
         print(f"2. Ray Train (1 worker, streaming from {shards}) vs plain loop (same crops in memory)")
         for name in (n for n in DEBUG_MODELS if n in available):
@@ -124,10 +148,12 @@ def run_cpu(args: argparse.Namespace) -> None:
             if spec.frontend_preset != preset:
                 continue
             crops = load_crops(str(shards), spec.crop_frames, 512)
-            plain = plain_loop_samples_per_s(name, crops, batch_size=args.batch_size, steps=args.steps,
-                                             warmup_steps=5, device="cpu")
-            on_ray = ray_train_steady_samples_per_s(name, str(shards), batch_size=args.batch_size,
-                                                    steps=args.steps + 10, threads=args.threads)
+            plain = plain_loop_samples_per_s(
+                name, crops, batch_size=args.batch_size, steps=args.steps, warmup_steps=5, device="cpu"
+            )
+            on_ray = ray_train_steady_samples_per_s(
+                name, str(shards), batch_size=args.batch_size, steps=args.steps + 10, threads=args.threads
+            )
             print(f"   {name:<20} plain {plain:8.1f}  ray train {on_ray:8.1f} samples/s  ratio {on_ray / plain:.2f}")
     finally:
         ray.shutdown()
@@ -149,8 +175,13 @@ def run_gpu(args: argparse.Namespace) -> None:
         flops_per_sample = model.training_flops_per_sample()
         del model
         rate = plain_loop_samples_per_s(
-            name, synthetic_crops(name, 1024), batch_size=args.batch_size, steps=args.steps, warmup_steps=10,
-            device="cuda", compile_model=args.compile,
+            name,
+            synthetic_crops(name, 1024),
+            batch_size=args.batch_size,
+            steps=args.steps,
+            warmup_steps=10,
+            device="cuda",
+            compile_model=args.compile,
         )
         mfu = rate * flops_per_sample / (peak_tflops * 1e12)
         print(f"   {name:<18} {rate:8.1f} samples/s  {flops_per_sample / 1e9:7.1f} GFLOP/sample  MFU {100 * mfu:5.1f}%")
@@ -174,10 +205,14 @@ def run_gpu(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--shards", default=str(shards_dir_for(preset_name="audiomae", max_hours=None)),
-                        help="shards for the Ray Train comparison (default: the default corpus's audiomae shards)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--shards",
+        default=str(shards_dir_for(preset_name="audiomae", max_hours=None)),
+        help="shards for the Ray Train comparison (default: the default corpus's audiomae shards)",
+    )
     parser.add_argument("--steps", type=int, default=60, help="timed steps per measurement")
     parser.add_argument("--batch-size", type=int, default=None, help="default: 32 on CPU, 256 on GPU")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (CPU); the Ray worker gets as many CPUs")

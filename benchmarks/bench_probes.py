@@ -51,7 +51,9 @@ def main() -> int:
     parser.add_argument("--probes", default="quick,linear,knn", help=f"comma-separated, of {', '.join(SCENE_PROBES)}")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task names")
-    parser.add_argument("--tasks-dir", type=Path, default=None, help="None: $AUDIOSCALE_HOME/tasks (built when missing)")
+    parser.add_argument(
+        "--tasks-dir", type=Path, default=None, help="None: $AUDIOSCALE_HOME/tasks (built when missing)"
+    )
     parser.add_argument("--checkpoint", type=Path, default=None, help="None: a freshly initialised --model")
     parser.add_argument("--model", default="mae-debug")
     parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N)
@@ -68,20 +70,31 @@ def main() -> int:
         checkpoint = args.checkpoint or fresh_checkpoint(Path(scratch) / "checkpoint", args.model)
         for name in probes:
             started = time.perf_counter()
-            result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, task_names=task_names, rankme_n=args.rankme_n,
-                                         seeds=args.seeds, probe_training=scene_probe(name), workers=args.workers)
+            result = evaluate_checkpoint(
+                checkpoint,
+                tasks_dir=tasks_dir,
+                task_names=task_names,
+                rankme_n=args.rankme_n,
+                seeds=args.seeds,
+                probe_training=scene_probe(name),
+                workers=args.workers,
+            )
             wall_s = time.perf_counter() - started
             probe_s = sum(value for key, value in result.seconds.items() if key.startswith("probe/"))
             embed_s = sum(value for key, value in result.seconds.items() if key.startswith("embed/"))
             rows.append((name, result, wall_s, embed_s, probe_s, *seed_spread(result)))
             print(f"[bench] {name}: {wall_s:.1f} s, Q {result.q:.3f}", flush=True)
     model = rows[0][1].model_name
-    print(f"\n{model} checkpoint, {len(rows[0][1].task_scores)} tasks, {args.seeds} seeds, {args.workers} worker process(es), "
-          f"{torch.get_num_threads()} torch threads")
+    print(
+        f"\n{model} checkpoint, {len(rows[0][1].task_scores)} tasks, {args.seeds} seeds, {args.workers} worker process(es), "
+        f"{torch.get_num_threads()} torch threads"
+    )
     print(f"{'probe':<8}{'wall s':>8}{'embed s':>9}{'probe s':>9}{'Q':>7}  {'Q per seed':<22}{'std':>7}{'95% hw':>8}")
     for name, result, wall_s, embed_s, probe_s, per_seed_q, std, half_width in rows:
         seeds_text = " ".join(f"{q:.3f}" for q in per_seed_q)
-        print(f"{name:<8}{wall_s:>8.1f}{embed_s:>9.1f}{probe_s:>9.1f}{result.q:>7.3f}  {seeds_text:<22}{std:>7.4f}{half_width:>8.4f}")
+        print(
+            f"{name:<8}{wall_s:>8.1f}{embed_s:>9.1f}{probe_s:>9.1f}{result.q:>7.3f}  {seeds_text:<22}{std:>7.4f}{half_width:>8.4f}"
+        )
     print("embed s / probe s: summed over tasks (tasks run in parallel workers, so they exceed wall time)")
     print(f"\nper-task score by probe\n{'task':<22}" + "".join(f"{name:>9}" for name, *_ in rows))
     for task in rows[0][1].task_scores:

@@ -35,7 +35,7 @@ def main() -> int:
 
     import numpy as np
 
-    from pipeline.rankme import rankme, rankme_from_singular_values
+    from pipeline.rankme.effective_rank import rankme, rankme_from_singular_values
 
     embeddings = np.random.default_rng(0).standard_normal((args.n_samples, args.n_features)).astype(np.float32)
 

@@ -4,7 +4,7 @@
 
 Per model (mae-en768-12: 10 s x 64 mel; audiomae++-base and -large: 2 s x 80 mel):
 - FLOPs per training sample: the model's own `training_flops_per_sample()` (Kaplan's 6N per token,
-  each part on the tokens it processes; models/masked_autoencoder.py).
+  each part on the tokens it processes; models/mae/masked_autoencoder.py).
 - Crops/s one H100 consumes = peak x MFU / FLOPs per sample, with the dense bf16 peak 989 TFLOP/s
   (NVIDIA H100 SXM datasheet: 1,979 with sparsity, halved) and MFU 0.4 unless `--mfu`.
 - Crops per CPU-second of the training reader (`pipeline.shards.crop_stream`: read, crop, shuffle,
@@ -88,8 +88,9 @@ def ten_second_rows(source: Path, target: Path, *, nested: bool) -> Path:
     return target
 
 
-def reader_rate(shards: str, crop_frames: int, rank: int, world_size: int, seconds: float, normalise: bool,
-                out) -> None:
+def reader_rate(
+    shards: str, crop_frames: int, rank: int, world_size: int, seconds: float, normalise: bool, out
+) -> None:
     """Crops per CPU-second of one single-threaded rank after its first epoch (run in its own process)."""
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
@@ -135,15 +136,21 @@ def main() -> None:
             default = ensure_default_data(preset_name=preset, with_tasks=False).shards_dir
             shard_sets[(preset, "default")] = str(default)
             for label, nested in (("10 s rows, format 2", False), ("10 s rows, format 1", True)):
-                shard_sets[(preset, label)] = str(ten_second_rows(default, Path(work) / f"{preset}-{nested}", nested=nested))
+                shard_sets[(preset, label)] = str(
+                    ten_second_rows(default, Path(work) / f"{preset}-{nested}", nested=nested)
+                )
         results = []
-        print(f"H100 at {args.mfu:.0%} MFU of {H100_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s; reader single-threaded, steady "
-              "state, crops per CPU-second (float16 to the GPU / normalised float32 as on a CPU run)")
+        print(
+            f"H100 at {args.mfu:.0%} MFU of {H100_DENSE_BF16_FLOPS / 1e12:.0f} TFLOP/s; reader single-threaded, steady "
+            "state, crops per CPU-second (float16 to the GPU / normalised float32 as on a CPU run)"
+        )
         rates: dict[tuple, float] = {}
         for name, preset in MODELS:
             flops, crop_frames = flops_and_crop(name)
             gpu_rate = H100_DENSE_BF16_FLOPS * args.mfu / flops
-            print(f"\n{name}: {flops / 1e9:.1f} GFLOP per sample, {crop_frames} frames; an H100 eats {gpu_rate:,.0f} crops/s")
+            print(
+                f"\n{name}: {flops / 1e9:.1f} GFLOP per sample, {crop_frames} frames; an H100 eats {gpu_rate:,.0f} crops/s"
+            )
             for (shard_preset, label), shards in shard_sets.items():
                 if shard_preset != preset:
                     continue
@@ -156,8 +163,10 @@ def main() -> None:
                     per_core, normalised = rates[key[:-1] + (False,)], rates[key]
                     need = gpu_rate / per_core
                     verdict = "meets" if need <= TARGET_CORES_PER_GPU else "misses"
-                    print(f"   {label:<20} {cores} process(es): {per_core:7,.0f} / {normalised:7,.0f} crops per CPU-s -> "
-                          f"{need:5.1f} cores per GPU ({verdict} <= {TARGET_CORES_PER_GPU:g})")
+                    print(
+                        f"   {label:<20} {cores} process(es): {per_core:7,.0f} / {normalised:7,.0f} crops per CPU-s -> "
+                        f"{need:5.1f} cores per GPU ({verdict} <= {TARGET_CORES_PER_GPU:g})"
+                    )
                     results.append({"model": name, "gflop_per_sample": flops / 1e9, "gpu_crops_per_s": gpu_rate,
                                     "shards": label, "processes": cores, "crops_per_cpu_s": per_core,
                                     "crops_per_cpu_s_normalised": normalised, "cores_per_gpu": need})  # fmt: skip

@@ -31,8 +31,13 @@ def storage_row(shards: Path) -> dict:
     hours = float(manifest["total_hours"])
     frames_per_s = 1000.0 / preset["hop_ms"]
     raw_per_hour = frames_per_s * 3600 * int(manifest["n_mels"]) * 2  # float16 values
-    return {"preset": preset["name"], "values": f"{manifest['n_mels']} x {frames_per_s:g}/s",
-            "hours": hours, "mb_per_hour": stored / hours / MB, "raw_mb_per_hour": raw_per_hour / MB}
+    return {
+        "preset": preset["name"],
+        "values": f"{manifest['n_mels']} x {frames_per_s:g}/s",
+        "hours": hours,
+        "mb_per_hour": stored / hours / MB,
+        "raw_mb_per_hour": raw_per_hour / MB,
+    }
 
 
 def main() -> None:
@@ -47,11 +52,15 @@ def main() -> None:
         shards = ensure_shards(corpus_dir=corpus, preset_name=name, root=args.keep)
         rows.append(storage_row(shards))
     base = next(row for row in rows if row["preset"] == "dasheng")["mb_per_hour"]
-    print(f"\n{'preset':<10} {'values per frame x rate':>24} {'hours':>6} {'MB per hour':>12} "
-          f"{'uncompressed':>13} {'x dasheng':>10}")
+    print(
+        f"\n{'preset':<10} {'values per frame x rate':>24} {'hours':>6} {'MB per hour':>12} "
+        f"{'uncompressed':>13} {'x dasheng':>10}"
+    )
     for row in rows:
-        print(f"{row['preset']:<10} {row['values']:>24} {row['hours']:>6.2f} {row['mb_per_hour']:>12.1f} "
-              f"{row['raw_mb_per_hour']:>13.1f} {row['mb_per_hour'] / base:>10.2f}")
+        print(
+            f"{row['preset']:<10} {row['values']:>24} {row['hours']:>6.2f} {row['mb_per_hour']:>12.1f} "
+            f"{row['raw_mb_per_hour']:>13.1f} {row['mb_per_hour'] / base:>10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import statistics
 
 from mlflow.tracking import MlflowClient
 
-from pipeline import tracking
+from pipeline.tracking import runs as tracking
 from sweeps.study.tracking import STUDY_EXPERIMENT
 
 
@@ -45,8 +45,11 @@ def main() -> int:
     args = parser.parse_args()
     client = MlflowClient(tracking.resolve_tracking_uri(args.tracking_uri))
     experiment = client.get_experiment_by_name(STUDY_EXPERIMENT)
-    parents = [] if experiment is None else client.search_runs(
-        [experiment.experiment_id], f"tags.mlflow.runName = '{args.study}'")
+    parents = (
+        []
+        if experiment is None
+        else client.search_runs([experiment.experiment_id], f"tags.mlflow.runName = '{args.study}'")
+    )
     if not parents:
         raise SystemExit(f"no study named {args.study!r} in {client.tracking_uri}; list them in the MLflow UI")
     parent = parents[0]
@@ -56,14 +59,18 @@ def main() -> int:
     print(f"{'trial':<40}{'start+ s':>9}{'to RankMe0':>11}{'training':>9}{'after':>8}{'total':>8}")
     study_start = parent.info.start_time / 1000
     for row in rows:
-        print(f"{row['trial']:<40}{row['start_s'] - study_start:>9.1f}{row['to_first_rankme_s']:>11.1f}"
-              f"{row['training_s']:>9.1f}{row['after_training_s']:>8.1f}{row['end_s'] - row['start_s']:>8.1f}")
+        print(
+            f"{row['trial']:<40}{row['start_s'] - study_start:>9.1f}{row['to_first_rankme_s']:>11.1f}"
+            f"{row['training_s']:>9.1f}{row['after_training_s']:>8.1f}{row['end_s'] - row['start_s']:>8.1f}"
+        )
     totals = [row["end_s"] - row["start_s"] for row in rows]
     overheads = [row["to_first_rankme_s"] + row["after_training_s"] for row in rows]
     gaps = [later["start_s"] - earlier["end_s"] for earlier, later in zip(rows, rows[1:])]
-    print(f"median per trial: {statistics.median(totals):.1f} s, of which outside the training steps "
-          f"{statistics.median(overheads):.1f} s (start {statistics.median(r['to_first_rankme_s'] for r in rows):.1f} s, "
-          f"checkpoint + evaluation + teardown {statistics.median(r['after_training_s'] for r in rows):.1f} s)")
+    print(
+        f"median per trial: {statistics.median(totals):.1f} s, of which outside the training steps "
+        f"{statistics.median(overheads):.1f} s (start {statistics.median(r['to_first_rankme_s'] for r in rows):.1f} s, "
+        f"checkpoint + evaluation + teardown {statistics.median(r['after_training_s'] for r in rows):.1f} s)"
+    )
     if gaps:
         print(f"median gap between trials: {statistics.median(gaps):.1f} s")
     if parent.info.end_time:

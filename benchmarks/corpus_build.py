@@ -44,12 +44,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="audioscale-corpus-bench-") as temporary:
         root = arguments.output or Path(temporary)
         rows = ["| build | wall s | cpu s |", "|---|---|---|"]
-        corpus = timed("pretrain corpus", lambda: build_pretrain_corpus(
-            PretrainCorpusConfig(output_dir=root / "corpus", tiny=arguments.tiny)), rows)
+        corpus = timed(
+            "pretrain corpus",
+            lambda: build_pretrain_corpus(PretrainCorpusConfig(output_dir=root / "corpus", tiny=arguments.tiny)),
+            rows,
+        )
         timed("tasks", lambda: build_tasks(TasksConfig(output_dir=root / "tasks", tiny=arguments.tiny)), rows)
         results = timed("baseline", lambda: run_baseline(root / "tasks"), rows)
         print("\n".join(rows))
-        print(f"corpus: {corpus['total_hours']:.3f} h; " + ", ".join(f"{source} {hours:.3f} h" for source, hours in corpus["hours_per_source"].items()))
+        print(
+            f"corpus: {corpus['total_hours']:.3f} h; "
+            + ", ".join(f"{source} {hours:.3f} h" for source, hours in corpus["hours_per_source"].items())
+        )
         print(format_table(results))
 
 

@@ -52,7 +52,8 @@ def main() -> None:
         frames = torch.randn(args.batch, num_frames, args.dim)
         ms = {kind: time_forward_ms(head, frames, args.repeats) for kind, head in heads.items()}
         print(
-            f"{num_frames:>7} " + " ".join(f"{ms[kind]:>13.1f}" for kind in ATTENTIONS)
+            f"{num_frames:>7} "
+            + " ".join(f"{ms[kind]:>13.1f}" for kind in ATTENTIONS)
             + f"  {ms['self'] / ms['performer']:>14.2f}  {ms['self'] / ms['agent']:>10.2f}"
         )
 

@@ -2,7 +2,7 @@
 
 The default study's probes are deterministic (kNN, linear: every seed repeats one score), so the
 only noise left in Q is which clips the test splits hold. Each task's chosen probe is re-scored on
-1,000 resamples of its test clips (pipeline.evaluate.probes.test_bootstrap). The draws depend only
+1,000 resamples of its test clips (pipeline.evaluate.probes.bootstrap). The draws depend only
 on the seed and the test split's size, so every source scored on one task is resampled with the
 same clips: replicate b of checkpoint A and replicate b of checkpoint B form a paired bootstrap of
 their difference (correlated test-clip luck cancels). Q's replicate b is the mean over tasks.
@@ -57,7 +57,9 @@ def naive_splits(task: TaskInfo) -> dict:
         labels = read_split_labels(task, split)
         names = sorted(labels)  # the order embed_task uses: the test clips line up for pairing
         features = map_ordered(lambda name, s=split: clip_features(split_audio_path(task, s, name)), names)
-        splits[split] = split_arrays(np.stack(features).astype(np.float32), encode_targets(task, [labels[n] for n in names]))
+        splits[split] = split_arrays(
+            np.stack(features).astype(np.float32), encode_targets(task, [labels[n] for n in names])
+        )
     return splits
 
 
@@ -76,24 +78,32 @@ def interval(replicates: np.ndarray) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", type=Path, required=True, help="AUDIOSCALE_HOME with the default tasks built")
-    parser.add_argument("--checkpoints", required=True, help="comma-separated checkpoint directories; the first is the reference")
+    parser.add_argument(
+        "--checkpoints", required=True, help="comma-separated checkpoint directories; the first is the reference"
+    )
     parser.add_argument("--probes", default="knn,linear")
     parser.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     started = time.perf_counter()
-    tasks = [read_task_info(d) for d in list_task_dirs(args.home / "tasks", args.tasks.split(",") if args.tasks else None)]
+    tasks = [
+        read_task_info(d) for d in list_task_dirs(args.home / "tasks", args.tasks.split(",") if args.tasks else None)
+    ]
     checkpoints = [Path(c) for c in args.checkpoints.split(",")]
     embedders = {c: load_embedder(c, "cpu")[0] for c in checkpoints}
     # "mask0.70 step 21": the trial (its folder name before "@") and the checkpoint's step.
     sources = [f"{c.parent.name.split('@')[0]} step {int(c.name.rsplit('_', 1)[-1])}" for c in checkpoints]
     inputs = {task.name: {**{s: embed_task(task, embedders[c]).splits for s, c in zip(sources, checkpoints)},
                           NAIVE: naive_splits(task)} for task in tasks}  # fmt: skip
-    print(f"[noise floor] embedded {len(tasks)} tasks for {len(sources)} checkpoints and the naive features "
-          f"in {time.perf_counter() - started:.0f} s")
+    print(
+        f"[noise floor] embedded {len(tasks)} tasks for {len(sources)} checkpoints and the naive features "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
     for probe in args.probes.split(","):
         tick = time.perf_counter()
-        results = {task.name: {s: scored(task, splits, probe) for s, splits in inputs[task.name].items()} for task in tasks}
+        results = {
+            task.name: {s: scored(task, splits, probe) for s, splits in inputs[task.name].items()} for task in tasks
+        }
         print(f"\n## probe {probe} ({time.perf_counter() - tick:.0f} s; test-clip bootstrap, 1,000 paired resamples)")
         names = [*sources, NAIVE]
         print("| task | test clips | " + " | ".join(names) + " | naive (LR, README) |")
@@ -101,17 +111,28 @@ def main(argv: list[str] | None = None) -> int:
         for task in tasks:
             n_test = sum(len(read_split_labels(task, f.test)) for f in probe_splits(task)) // len(probe_splits(task))
             cells = [f"{results[task.name][s][0]:.3f} +- {np.std(results[task.name][s][1], ddof=1):.3f}" for s in names]
-            print(f"| {task.name} | {n_test} | " + " | ".join(cells) + f" | {NAIVE_BASELINE.get(task.name, float('nan')):.3f} |")
+            print(
+                f"| {task.name} | {n_test} | "
+                + " | ".join(cells)
+                + f" | {NAIVE_BASELINE.get(task.name, float('nan')):.3f} |"
+            )
         q = {s: np.mean([results[t.name][s][0] for t in tasks]) for s in names}
         q_draws = {s: np.mean([results[t.name][s][1] for t in tasks], axis=0) for s in names}
-        print("| **Q** | | " + " | ".join(f"**{q[s]:.4f}** +- {np.std(q_draws[s], ddof=1):.4f}" for s in names)
-              + f" | {np.mean([NAIVE_BASELINE.get(t.name, np.nan) for t in tasks]):.3f} |")
+        print(
+            "| **Q** | | "
+            + " | ".join(f"**{q[s]:.4f}** +- {np.std(q_draws[s], ddof=1):.4f}" for s in names)
+            + f" | {np.mean([NAIVE_BASELINE.get(t.name, np.nan) for t in tasks]):.3f} |"
+        )
         for source in sources[1:]:
             print(f"Q({source}) - Q({sources[0]}): {interval(q_draws[source] - q_draws[sources[0]])}")
         for source in sources:
             print(f"Q({source}) - Q({NAIVE}, {probe}): {interval(q_draws[source] - q_draws[NAIVE])}")
-            above = [t.name for t in tasks if np.percentile(results[t.name][source][1] - results[t.name][NAIVE][1], 2.5) > 0]
-            print(f"  tasks where {source} is above the naive features beyond noise: {len(above)} of {len(tasks)} {above}")
+            above = [
+                t.name for t in tasks if np.percentile(results[t.name][source][1] - results[t.name][NAIVE][1], 2.5) > 0
+            ]
+            print(
+                f"  tasks where {source} is above the naive features beyond noise: {len(above)} of {len(tasks)} {above}"
+            )
     print(f"\n[noise floor] {time.perf_counter() - started:.0f} s in all")
     return 0
 

@@ -40,11 +40,11 @@ from pipeline.evaluate.task_data import (  # noqa: E402
     read_task_info,
 )
 from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
-from pipeline.pool_rankme import measure_pool_rankme  # noqa: E402
 from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noqa: E402
+from pipeline.rankme.model_rankme import measure_pool_rankme  # noqa: E402
+from pipeline.rankme.pool import select_pool  # noqa: E402
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
-from pipeline.shards.rankme_pool import select_pool  # noqa: E402
 from sweeps.laws.fits import fit_saturating  # noqa: E402
 from sweeps.report.naive_baseline import NAIVE_BASELINE_SOURCE, naive_mean  # noqa: E402
 
@@ -102,8 +102,13 @@ def measure(model, pool, tasks, normalisation: MelNormalisation, probe_name: str
         score, _ = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=scene_probe(probe_name))
         scores[task.name] = score.mean
     model.train()
-    return {"R": rankme.value, "N": rankme.n, "Q": quality_q(scores), "tasks": scores,
-            "eval_s": time.perf_counter() - tick}
+    return {
+        "R": rankme.value,
+        "N": rankme.n,
+        "Q": quality_q(scores),
+        "tasks": scores,
+        "eval_s": time.perf_counter() - tick,
+    }
 
 
 def checkpoint_steps(steps: int, count: int = 5) -> list[int]:
@@ -131,25 +136,44 @@ class TrainingRows:
         return crops[rng.permutation(len(crops))]
 
 
-def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, pool, tasks, normalisation, probe: str,
-                seed: int, marks: list[int] | None = None) -> list[dict]:
+def run_setting(
+    name: str,
+    setting: Setting,
+    *,
+    training_rows: TrainingRows,
+    pool,
+    tasks,
+    normalisation,
+    probe: str,
+    seed: int,
+    marks: list[int] | None = None,
+) -> list[dict]:
     torch.manual_seed(seed)
     model = build_model("mae-debug", **setting.overrides, mask_ratio=setting.mask_ratio)
     crop = model.spec.crop_frames
-    optimizer = build_optimizer(model, base_lr=0.0, global_batch_size=setting.batch,
-                                weight_decay=setting.weight_decay, peak_lr=setting.peak_lr)
+    optimizer = build_optimizer(
+        model, base_lr=0.0, global_batch_size=setting.batch, weight_decay=setting.weight_decay, peak_lr=setting.peak_lr
+    )
     warmup = max(1, int(setting.warmup_fraction * setting.steps))
     marks = marks or checkpoint_steps(setting.steps)
     rows, epoch, crops, losses = [], 0, np.zeros((0,)), []
     started = time.perf_counter()
     for step in range(setting.steps + 1):
         if step in marks:
-            row = {"setting": name, "step": step, "loss": float(np.mean(losses[-10:])) if losses else math.nan,
-                   **measure(model, pool, tasks, normalisation, probe), "train_s": time.perf_counter() - started}
+            row = {
+                "setting": name,
+                "step": step,
+                "loss": float(np.mean(losses[-10:])) if losses else math.nan,
+                **measure(model, pool, tasks, normalisation, probe),
+                "train_s": time.perf_counter() - started,
+            }
             rows.append(row)
-            print(f"{name:>14} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
-                  f"[{' '.join(f'{v:.2f}' for v in row['tasks'].values())}] eval {row['eval_s']:.0f}s "
-                  f"elapsed {row['train_s']:.0f}s", flush=True)
+            print(
+                f"{name:>14} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
+                f"[{' '.join(f'{v:.2f}' for v in row['tasks'].values())}] eval {row['eval_s']:.0f}s "
+                f"elapsed {row['train_s']:.0f}s",
+                flush=True,
+            )
         if step == setting.steps:
             break
         if len(crops) < setting.batch:  # a fresh epoch: one random crop per row, shuffled
@@ -157,8 +181,9 @@ def run_setting(name: str, setting: Setting, *, training_rows: TrainingRows, poo
             epoch += 1
         batch, crops = torch.from_numpy(crops[: setting.batch]), crops[setting.batch :]
         for group in optimizer.param_groups:
-            group["lr"] = setting.peak_lr * warmup_cosine_factor(step, warmup_steps=warmup, total_steps=setting.steps,
-                                                                 min_lr_ratio=setting.min_lr_ratio)
+            group["lr"] = setting.peak_lr * warmup_cosine_factor(
+                step, warmup_steps=warmup, total_steps=setting.steps, min_lr_ratio=setting.min_lr_ratio
+            )
         loss = model(batch).loss
         optimizer.zero_grad()
         loss.backward()
@@ -173,8 +198,10 @@ def print_q_of_r_fit(rows: list[dict]) -> None:
     r, q = np.array([row["R"] for row in rows]), np.array([row["Q"] for row in rows])
     fit = fit_saturating(r, q, groups=[row["setting"] for row in rows], n_bootstrap=200)
     params = ", ".join(f"{k} {v:.4g} ({fit.ci[k][0]:.4g}-{fit.ci[k][1]:.4g})" for k, v in fit.params.items())
-    print(f"Q(R) over {len(rows)} points: R {r.min():.2f}-{r.max():.2f} ({r.max() / r.min():.2f}x), "
-          f"R² {fit.r2:.3f}; {params}")
+    print(
+        f"Q(R) over {len(rows)} points: R {r.min():.2f}-{r.max():.2f} ({r.max() / r.min():.2f}x), "
+        f"R² {fit.r2:.3f}; {params}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,31 +210,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default="base", help="comma-separated setting names (see TOKENS)")
     parser.add_argument("--probe", default="knn", help="linear | knn (deterministic probes)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
-    parser.add_argument("--checkpoints", default=None,
-                        help="comma-separated steps to measure (default: 0 and 4 log-spaced steps); e.g. the study's "
-                             "0,21,43,86,129,300")
-    parser.add_argument("--fit", action="store_true",
-                        help="fit Q(R) over every measured point (the study's reference fit, settings as bootstrap "
-                             "units): the settings as one in-process mini-study")
+    parser.add_argument(
+        "--checkpoints",
+        default=None,
+        help="comma-separated steps to measure (default: 0 and 4 log-spaced steps); e.g. the study's "
+        "0,21,43,86,129,300",
+    )
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit Q(R) over every measured point (the study's reference fit, settings as bootstrap "
+        "units): the settings as one in-process mini-study",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     shards = args.home / "shards" / "dasheng"
     manifest = read_manifest(shards)
     spec = build_model("mae-debug").spec
-    normalisation = MelNormalisation(per_clip=False, bin_mean=np.asarray(manifest["mean"], np.float32),
-                                     bin_std=np.asarray(manifest["std"], np.float32))
+    normalisation = MelNormalisation(
+        per_clip=False,
+        bin_mean=np.asarray(manifest["mean"], np.float32),
+        bin_std=np.asarray(manifest["std"], np.float32),
+    )
     tick = time.perf_counter()
     tasks = [read_task_info(task_dir) for task_dir in list_task_dirs(args.home / "tasks")]
     pool = select_pool(shards, crop_frames=spec.crop_frames)
     training_rows = TrainingRows(shards, manifest)
-    print(f"pool N {sum(k for _, k in pool.rows)}, training rows read in {time.perf_counter() - tick:.0f} s", flush=True)
+    print(
+        f"pool N {sum(k for _, k in pool.rows)}, training rows read in {time.perf_counter() - tick:.0f} s", flush=True
+    )
     rows = []
     for name in args.settings.split(","):
-        rows += run_setting(name, parse_setting(name), training_rows=training_rows, pool=pool, tasks=tasks,
-                            normalisation=normalisation, probe=args.probe, seed=args.seed,
-                            marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None)
+        rows += run_setting(
+            name,
+            parse_setting(name),
+            training_rows=training_rows,
+            pool=pool,
+            tasks=tasks,
+            normalisation=normalisation,
+            probe=args.probe,
+            seed=args.seed,
+            marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None,
+        )
     print(f"naive baseline Q {naive_mean():.3f} ({NAIVE_BASELINE_SOURCE})")
     if args.fit:
         print_q_of_r_fit(rows)

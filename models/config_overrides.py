@@ -16,9 +16,7 @@ def apply_overrides(config: ConfigT, overrides: dict[str, object]) -> ConfigT:
     fields = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(
-            f"unknown override(s) {unknown} for {type(config).__name__}; valid: {sorted(fields)}"
-        )
+        raise ValueError(f"unknown override(s) {unknown} for {type(config).__name__}; valid: {sorted(fields)}")
     if "name" in overrides:
         raise ValueError("the model name is not an override: pick another registered name")
     for key, value in overrides.items():

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.config import FRONTEND_HOP_MS
-from models.patching import PatchGrid, patchify, unpatchify
+from models.layers.patching import PatchGrid, patchify, unpatchify
+from models.mae.config import FRONTEND_HOP_MS
 
 # Conventions shared by every model in this package (stated once, here):
 # - mel input is (batch, time_frames, mel_bins) float32; internally (batch, 1, time, mel).
@@ -59,9 +59,14 @@ def patch_grid_spec(config) -> ModelSpec:
     """The spec of a model over a mel patch grid (MAE, AudioMAE++, AxLSTM, SSAST): a frame is one time
     step, its patches across frequency concatenated, so embed_dim = width x frequency patches."""
     return ModelSpec(
-        name=config.name, n_mels=config.n_mels, crop_frames=config.crop_frames,
-        patch_frames=config.patch_frames, patch_bins=config.patch_bins, mask_ratio=config.mask_ratio,
-        frontend_preset=config.frontend_preset, embed_dim=config.encoder_dim * config.n_freq_patches,
+        name=config.name,
+        n_mels=config.n_mels,
+        crop_frames=config.crop_frames,
+        patch_frames=config.patch_frames,
+        patch_bins=config.patch_bins,
+        mask_ratio=config.mask_ratio,
+        frontend_preset=config.frontend_preset,
+        embed_dim=config.encoder_dim * config.n_freq_patches,
         frame_hop_ms=config.patch_frames * FRONTEND_HOP_MS[config.frontend_preset],
     )
 

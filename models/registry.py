@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from torch import nn
 
 FAMILY_MODULES: tuple[str, ...] = (
-    "models.mae", "models.audiomae_plus", "models.axlstm", "models.ssast", "models.wav2vec2", "models.hubert",
+    "models.mae.study_mae",
+    "models.mae.audiomae_plus",
+    "models.axlstm.model",
+    "models.ssast.model",
+    "models.wave.wav2vec2",
+    "models.wave.hubert",
 )
 
 

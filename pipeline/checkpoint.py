@@ -62,7 +62,7 @@ def save_model_checkpoint(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write `model.safetensors` and `model.json` into `directory` (created if missing)."""
-    from pipeline.tracking import code_version
+    from pipeline.tracking.runs import code_version
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -118,8 +118,10 @@ def verify_checkpoint_file(directory: str | Path, name: str) -> None:
         raise CheckpointError(f"{path} is missing: the checkpoint {directory} is incomplete")
     expected = read_checkpoint_meta(directory).get(DIGESTS_KEY, {}).get(name)
     if expected is None:
-        warnings.warn(f"{path} has no sha256 recorded in {META_FILE} (saved by an older version); loading it unverified",
-                      stacklevel=3)
+        warnings.warn(
+            f"{path} has no sha256 recorded in {META_FILE} (saved by an older version); loading it unverified",
+            stacklevel=3,
+        )
         return
     actual = file_sha256(path)
     if actual != expected:

@@ -5,7 +5,7 @@ flag out of range, a missing or broken file) is raised deep down as `UserError` 
 whose message names the flag or file and what to do; `run_cli` prints that message as one line.
 `--debug` anywhere on the command line re-raises instead, so the traceback is there when the
 message is not enough (a `ValueError` from a bug looks like a user error until then). Ctrl-C or
-SIGTERM (see `pipeline.tracking.killed_on_interrupt`) ends with one line and exit code 130.
+SIGTERM (see `pipeline.tracking.runs.killed_on_interrupt`) ends with one line and exit code 130.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None 
     except USER_ERRORS as error:
         if debug:
             raise
-        print(f"{prog}: error: {one_line(error) or type(error).__name__} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
+        print(
+            f"{prog}: error: {one_line(error) or type(error).__name__} ({DEBUG_FLAG} shows the traceback)",
+            file=sys.stderr,
+        )
         return USER_ERROR_EXIT_CODE
     except KeyboardInterrupt as interrupt:
         if debug:

@@ -15,7 +15,7 @@ from pipeline.corpus.sources.pretrain_corpus import (
     build_pretrain_corpus,
 )
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
-from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir
+from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir, shards_dir_for
 from pipeline.prep.run import PrepConfig, run_prep
 
 
@@ -26,31 +26,42 @@ class DefaultData:
     shards_dir: Path
 
 
-def shards_dir_for(*, preset_name: str, max_hours: float | None, root: str | Path | None = None) -> Path:
-    """One shard directory per (preset, hour budget): nested subsets of the same corpus."""
-    name = preset_name if max_hours is None else f"{preset_name}-h{max_hours:g}"
-    return Path(root or default_shards_dir()) / name
-
-
 def ensure_shards(
-    *, corpus_dir: str | Path, preset_name: str = "audiomae", max_hours: float | None = None,
-    seed: int = 0, ray_address: str | None = None, root: str | Path | None = None,
+    *,
+    corpus_dir: str | Path,
+    preset_name: str = "audiomae",
+    max_hours: float | None = None,
+    seed: int = 0,
+    ray_address: str | None = None,
+    root: str | Path | None = None,
     show_progress: bool = True,
 ) -> Path:
     """Mel shards of `corpus_dir` for one preset and hour budget; prep reuses finished output."""
     output_dir = shards_dir_for(preset_name=preset_name, max_hours=max_hours, root=root)
-    result = run_prep(PrepConfig(
-        input_path=Path(corpus_dir), output_dir=output_dir, preset_name=preset_name, max_hours=max_hours,
-        seed=seed, ray_address=ray_address, show_progress=show_progress,
-    ))
+    result = run_prep(
+        PrepConfig(
+            input_path=Path(corpus_dir),
+            output_dir=output_dir,
+            preset_name=preset_name,
+            max_hours=max_hours,
+            seed=seed,
+            ray_address=ray_address,
+            show_progress=show_progress,
+        )
+    )
     if result.exit_code != 0:
         raise RuntimeError(f"prep produced no rows from {corpus_dir}; see {output_dir / 'rejected.jsonl'}")
     return output_dir
 
 
 def ensure_default_data(
-    *, preset_name: str = "audiomae", with_tasks: bool = True, tiny: bool = False,
-    max_hours: float | None = None, seed: int = 0, ray_address: str | None = None,
+    *,
+    preset_name: str = "audiomae",
+    with_tasks: bool = True,
+    tiny: bool = False,
+    max_hours: float | None = None,
+    seed: int = 0,
+    ray_address: str | None = None,
 ) -> DefaultData:
     """Build (when missing) the default corpus, the labeled tasks and the corpus's mel shards.
 
@@ -66,8 +77,12 @@ def ensure_default_data(
         build_tasks(TasksConfig(output_dir=tasks_dir, seed=seed, tiny=tiny))
     shards_root = default_shards_dir().with_name(default_shards_dir().name + suffix)
     shards_dir = ensure_shards(
-        corpus_dir=corpus_dir, preset_name=preset_name, max_hours=max_hours, seed=seed,
-        ray_address=ray_address, root=shards_root,
+        corpus_dir=corpus_dir,
+        preset_name=preset_name,
+        max_hours=max_hours,
+        seed=seed,
+        ray_address=ray_address,
+        root=shards_root,
     )
     return DefaultData(corpus_dir=corpus_dir, tasks_dir=tasks_dir, shards_dir=shards_dir)
 

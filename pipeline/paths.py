@@ -28,6 +28,12 @@ def default_shards_dir() -> Path:
     return audioscale_home() / "shards"
 
 
+def shards_dir_for(*, preset_name: str, max_hours: float | None, root: str | Path | None = None) -> Path:
+    """One shard directory per (preset, hour budget): nested subsets of the same corpus."""
+    name = preset_name if max_hours is None else f"{preset_name}-h{max_hours:g}"
+    return Path(root or default_shards_dir()) / name
+
+
 def default_ray_storage_dir() -> Path:
     return audioscale_home() / "ray_results"
 

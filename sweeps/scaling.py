@@ -20,11 +20,18 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline import tracking
 from pipeline.cli_errors import run_cli
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
 from pipeline.evaluate.probes.scene import SCENE_PROBES
+from pipeline.tracking import runs as tracking
+from sweeps.protocol.early_stop_rule import (
+    DEFAULT_KEEP_FRACTION,
+    decision_step_for,
+    n_trials_kept,
+    planned_steps_saved_fraction,
+)
+from sweeps.protocol.recipe import EVAL_CHECKPOINTS
 from sweeps.study.closing import closing_lines
 from sweeps.study.config import StudyConfig
 from sweeps.study.cost import (
@@ -35,15 +42,8 @@ from sweeps.study.cost import (
     CostAssumptions,
 )
 from sweeps.study.driver import run_study
-from sweeps.study.early_stop_rule import (
-    DEFAULT_KEEP_FRACTION,
-    decision_step_for,
-    n_trials_kept,
-    planned_steps_saved_fraction,
-)
 from sweeps.study.grids import GRIDS, PROFILES, expand_grids
 from sweeps.study.plan import plan_text
-from sweeps.study.recipe import EVAL_CHECKPOINTS
 
 
 def default_grid_saving() -> str:
@@ -61,14 +61,18 @@ def default_grid_saving() -> str:
 def _add_evaluation_flags(parser: argparse.ArgumentParser, d: dict) -> None:
     """How each trial is scored, and what the study prints."""
     parser.add_argument(
-        "--eval-checkpoints", choices=list(EVAL_CHECKPOINTS), default=d["eval_checkpoints"],
+        "--eval-checkpoints",
+        choices=list(EVAL_CHECKPOINTS),
+        default=d["eval_checkpoints"],
         help="checkpoints each trial evaluates: all (initialisation, Table III's RankMe steps, the last: Q(R) "
         "over checkpoints as the paper's Fig. 1a) or final (default: the profile's, all for cpu_default)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines while the study runs")
     parser.add_argument("--n-bootstrap", type=int, default=d["n_bootstrap"], help="bootstrap resamples per law")
     parser.add_argument(
-        "--probe", choices=list(SCENE_PROBES), default=d["probe"],
+        "--probe",
+        choices=list(SCENE_PROBES),
+        default=d["probe"],
         help="scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
         "run, and Q compares only within one probe (default: the profile's: knn for cpu_default, hear for paper)",
     )
@@ -76,28 +80,18 @@ def _add_evaluation_flags(parser: argparse.ArgumentParser, d: dict) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     d = {field.name: field.default for field in dataclasses.fields(StudyConfig)}  # StudyConfig's defaults
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grid", required=True, help=f"one of {sorted(GRIDS)}, or several comma-separated")
-    parser.add_argument(
-        "--profile", choices=PROFILES, default=d["profile"], help="grid values (default: %(default)s)"
-    )
+    parser.add_argument("--profile", choices=PROFILES, default=d["profile"], help="grid values (default: %(default)s)")
     parser.add_argument("--study", default=None, help="study name (default: <grid>-<profile>)")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue a study: finished trials are not re-run"
-    )
+    parser.add_argument("--resume", action="store_true", help="continue a study: finished trials are not re-run")
     parser.add_argument("--gpus-per-trial", type=float, default=d["gpus_per_trial"])
     parser.add_argument(
         "--cpus-per-trial", type=float, default=d["cpus_per_trial"], help="for the trial driver process itself"
     )
-    parser.add_argument(
-        "--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)"
-    )
+    parser.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    parser.add_argument(
-        "--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)"
-    )
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)")
     parser.add_argument("--corpus", default=None, help="pretraining audio (default: the embedded corpus)")
     parser.add_argument("--tasks", default=None, help="HEAR task directory (default: the embedded tasks)")
     parser.add_argument("--storage-path", default=None, help="Ray run storage (shared storage on clusters)")
@@ -123,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--min-samples", type=int, default=d["early_stop_min_samples"])
     parser.add_argument(
-        "--plan", action="store_true",
+        "--plan",
+        action="store_true",
         help="print each trial's resolved configuration and cost, and the study's total, and exit (runs nothing)",
     )
     _add_cost_flags(parser)
@@ -133,12 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_cost_flags(parser: argparse.ArgumentParser) -> None:
     """The hardware --plan prices the study on (sweeps.study.cost); None: not given."""
     parser.add_argument(
-        "--gpu", default=None,
+        "--gpu",
+        default=None,
         help=f"with --plan: the GPU, one of {', '.join(GPU_PEAK_BF16_TFLOPS)} "
         f"(its dense bf16 peak; default: {DEFAULT_GPU})",
     )
     parser.add_argument(
-        "--mfu", type=float, default=None,
+        "--mfu",
+        type=float,
+        default=None,
         help=f"with --plan: model FLOPs utilisation in (0, 1] (default: {DEFAULT_MFU})",
     )
     parser.add_argument(

@@ -16,8 +16,9 @@ ACTIVATE = "source .venv/bin/activate"
 
 def test_activation_line_works_in_a_clean_shell():
     """scripts/check_activation.sh: a new shell with only the README's line runs python -m, ray, mlflow."""
-    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "check_activation.sh")], capture_output=True,
-                          text=True, timeout=500)
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "check_activation.sh")], capture_output=True, text=True, timeout=500
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"`{ACTIVATE}` works in a clean shell" in done.stdout
 
@@ -31,8 +32,9 @@ def test_readme_quick_start_gives_the_checked_activation_line():
 
 def test_every_entry_point_names_a_main_function_that_python_m_also_runs():
     scripts = PYPROJECT["project"]["scripts"]
-    assert set(scripts) == {f"audioscale-{name}" for name in
-                            ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models")}
+    assert set(scripts) == {
+        f"audioscale-{name}" for name in ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models")
+    }
     for name, target in scripts.items():
         module, function = target.split(":")
         spec = find_spec(module)  # imports the parent packages only, not the (heavy) module itself

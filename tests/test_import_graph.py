@@ -34,8 +34,8 @@ RAY_MODULES = {
     "sweeps.study.progress",  # a Ray Tune callback
 }
 # tracking.py owns runs; its two neighbours add system metrics and the dataset input to them.
-MLFLOW_MODULES = {"pipeline.tracking", "pipeline.tracking_system_metrics", "pipeline.tracking_dataset"}
-MAX_MODULE_LINES = 300
+MLFLOW_MODULES = {"pipeline.tracking.runs", "pipeline.tracking.system_metrics", "pipeline.tracking.dataset"}
+MAX_MODULE_LINES = 400  # one concept per file; ~300 is the usual size
 MAX_FUNCTION_LINES = 60
 
 
@@ -64,7 +64,7 @@ def imported_names(module: str, path: Path) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             names.add(base)
-            # `from pipeline import tracking` imports the module pipeline.tracking.
+            # `from pipeline.tracking import runs as tracking` imports the module pipeline.tracking.runs.
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
@@ -166,7 +166,7 @@ def test_ray_and_mlflow_only_at_the_edges(library, allowed):
 
 def test_modules_and_functions_stay_small():
     too_long = []
-    for module, path in module_files().items():
+    for _module, path in module_files().items():
         source = path.read_text()
         if source.count("\n") > MAX_MODULE_LINES:
             too_long.append(f"{path.relative_to(REPO_ROOT)}: {source.count(chr(10))} lines")

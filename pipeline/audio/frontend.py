@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import soundfile
@@ -23,6 +24,9 @@ from pipeline.audio.presets import PRESETS, TARGET_SAMPLE_RATE_HZ, FrontendPrese
 
 # torch and torchaudio are imported inside the functions that use them: readers of finished shards
 # (crop workers, pandas users) need `normalize_clip` and the presets, not a 2-second torch import.
+if TYPE_CHECKING:
+    import torch
+    import torchaudio
 
 
 class AudioDecodeError(ValueError):
@@ -111,12 +115,11 @@ def _resampler(sample_rate_hz: int) -> torchaudio.transforms.Resample:
 def _window_and_filterbank(preset: FrontendPreset) -> tuple[torch.Tensor, torch.Tensor]:
     """Periodic Hann window (win_samples,) and HTK mel filterbank (n_fft // 2 + 1, n_mels), built once."""
     import torch
-    import torchaudio
 
     window = torch.hann_window(preset.win_samples)
     with warnings.catch_warnings():
         # `ssast`'s 128 filters on a 512-point FFT leave filter 3 (~60 Hz) with no FFT bin, as Kaldi's own
-        # banks do (tests/pipeline/test_frontend.py): its log-mel is the floor, its dataset std 0.
+        # banks do (tests/pipeline/audio/test_frontend.py): its log-mel is the floor, its dataset std 0.
         warnings.filterwarnings("ignore", message="At least one mel filterbank has all zero values")
         filterbank = _mel_filterbank(preset)
     return window, filterbank
@@ -172,8 +175,16 @@ def compute_log_mel(wave_16k: np.ndarray, preset: FrontendPreset) -> np.ndarray:
     window, filterbank = _window_and_filterbank(preset)
     wave = torch.from_numpy(np.ascontiguousarray(wave_16k, dtype=np.float32))
     with torch.inference_mode():
-        spectrum = torch.stft(wave, n_fft=preset.n_fft, hop_length=preset.hop_samples, win_length=preset.win_samples,
-                              window=window, center=True, pad_mode="reflect", return_complex=True)  # (freqs, frames)
+        spectrum = torch.stft(
+            wave,
+            n_fft=preset.n_fft,
+            hop_length=preset.hop_samples,
+            win_length=preset.win_samples,
+            window=window,
+            center=True,
+            pad_mode="reflect",
+            return_complex=True,
+        )  # (freqs, frames)
         if preset.power == 2.0:
             power = spectrum.real.square() + spectrum.imag.square()
         else:

@@ -68,13 +68,20 @@ def _stat_input(path: Path, source: str, **fields) -> InputFile:
         kind = "broken symlink" if path.is_symlink() else "missing file"
         return InputFile(path=str(path), source=source, problem=f"{kind}: {path}", problem_kind=kind, **fields)
     except OSError as error:
-        return InputFile(path=str(path), source=source, problem=f"cannot stat ({error.strerror})",
-                         problem_kind="unreadable", **fields)
+        return InputFile(
+            path=str(path),
+            source=source,
+            problem=f"cannot stat ({error.strerror})",
+            problem_kind="unreadable",
+            **fields,
+        )
     if not path.is_file():
-        return InputFile(path=str(path), source=source, problem="not a regular file", problem_kind="not a file",
-                         **fields)
-    return InputFile(path=str(path.absolute()), source=source, size_bytes=stat.st_size, mtime_ns=stat.st_mtime_ns,
-                     **fields)
+        return InputFile(
+            path=str(path), source=source, problem="not a regular file", problem_kind="not a file", **fields
+        )
+    return InputFile(
+        path=str(path.absolute()), source=source, size_bytes=stat.st_size, mtime_ns=stat.st_mtime_ns, **fields
+    )
 
 
 def walk_audio_directory(root: Path) -> InputListing:
@@ -99,8 +106,14 @@ def walk_audio_directory(root: Path) -> InputListing:
                 continue
             source, same_file = path.relative_to(root).as_posix(), os.path.realpath(path)
             if same_file in first_source_of:  # a file link to an audio file already listed
-                listing.inputs.append(InputFile(path=str(path), source=source, problem_kind=DUPLICATE_KIND,
-                                                problem=f"duplicate of {first_source_of[same_file]!r}, the same file"))
+                listing.inputs.append(
+                    InputFile(
+                        path=str(path),
+                        source=source,
+                        problem_kind=DUPLICATE_KIND,
+                        problem=f"duplicate of {first_source_of[same_file]!r}, the same file",
+                    )
+                )
                 continue
             first_source_of[same_file] = source
             listing.inputs.append(_stat_input(path, source))
@@ -141,8 +154,15 @@ def read_input_manifest(manifest: Path) -> list[InputFile]:
         if same_file in first_entry_of:
             first_line, first_source = first_entry_of[same_file]
             named = "" if first_source == source else f" ({first_source!r}, the same file)"
-            inputs.append(InputFile(path=str(path), source=source, problem=f"duplicate of entry {first_line}{named}",
-                                    problem_kind=DUPLICATE_KIND, **fields))
+            inputs.append(
+                InputFile(
+                    path=str(path),
+                    source=source,
+                    problem=f"duplicate of entry {first_line}{named}",
+                    problem_kind=DUPLICATE_KIND,
+                    **fields,
+                )
+            )
             continue
         first_entry_of[same_file] = (line_number, source)
         inputs.append(_stat_input(path, source, **fields))

@@ -74,8 +74,14 @@ def _scan_float_samples(path: Path, handle: soundfile.SoundFile, num_frames: int
     handle.seek(start)
 
 
-def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float, *, first_segment: int = 0,
-                  max_segments: int | None = None) -> Iterator[Segment | float]:
+def iter_segments(
+    path: str | Path,
+    preset: FrontendPreset,
+    segment_s: float,
+    *,
+    first_segment: int = 0,
+    max_segments: int | None = None,
+) -> Iterator[Segment | float]:
     """Yield `Segment`s in order; the last item may be a float: seconds of a dropped short tail.
 
     `first_segment` / `max_segments` select a time range of whole segments (a long file is split
@@ -116,7 +122,12 @@ def iter_segments(path: str | Path, preset: FrontendPreset, segment_s: float, *,
 
 
 def featurize_file(
-    path: str | Path, preset: FrontendPreset, segment_s: float, outcome: FileOutcome, *, first_segment: int = 0,
+    path: str | Path,
+    preset: FrontendPreset,
+    segment_s: float,
+    outcome: FileOutcome,
+    *,
+    first_segment: int = 0,
     max_segments: int | None = None,
 ) -> Iterator[Segment]:
     """`iter_segments` that never raises for bad audio: what went wrong is written into `outcome`.

@@ -32,17 +32,25 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipeline.corpus", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     pretrain = commands.add_parser("pretrain", help="build the default pretraining corpus (16 kHz mono wavs)")
-    pretrain.add_argument("--output", type=Path, default=default_corpus_dir(), help="corpus directory (default: %(default)s)")
-    pretrain.add_argument("--hours", type=float, default=DEFAULT_TOTAL_HOURS, help="total hours, split by the per-source budgets")
+    pretrain.add_argument(
+        "--output", type=Path, default=default_corpus_dir(), help="corpus directory (default: %(default)s)"
+    )
+    pretrain.add_argument(
+        "--hours", type=float, default=DEFAULT_TOTAL_HOURS, help="total hours, split by the per-source budgets"
+    )
     pretrain.add_argument("--seed", type=int, default=0)
     pretrain.add_argument("--tiny", action="store_true", help="three minutes of audio, for tests")
     tasks = commands.add_parser("tasks", help="build the labeled tasks in HEAR format and print the naive baseline")
-    tasks.add_argument("--output", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)")
+    tasks.add_argument(
+        "--output", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)"
+    )
     tasks.add_argument("--seed", type=int, default=0)
     tasks.add_argument("--tiny", action="store_true", help="a few dozen clips per task, for tests")
     tasks.add_argument("--no-baseline", action="store_true", help="skip the baseline table")
     baseline = commands.add_parser("baseline", help="print the naive log-mel baseline for built tasks")
-    baseline.add_argument("--tasks", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)")
+    baseline.add_argument(
+        "--tasks", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)"
+    )
     return parser.parse_args(argv)
 
 
@@ -56,15 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parse_arguments(argv)
     try:
         if arguments.command == "pretrain":
-            build_pretrain_corpus(PretrainCorpusConfig(output_dir=arguments.output, hours=arguments.hours,
-                                                       seed=arguments.seed, tiny=arguments.tiny))
+            build_pretrain_corpus(
+                PretrainCorpusConfig(
+                    output_dir=arguments.output, hours=arguments.hours, seed=arguments.seed, tiny=arguments.tiny
+                )
+            )
         elif arguments.command == "tasks":
             build_tasks(TasksConfig(output_dir=arguments.output, seed=arguments.seed, tiny=arguments.tiny))
             if not arguments.no_baseline:
                 print_baseline(arguments.output)
         else:
             if not (arguments.tasks / "tasks.json").is_file():
-                print(f"error: {arguments.tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`", file=sys.stderr)
+                print(
+                    f"error: {arguments.tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`",
+                    file=sys.stderr,
+                )
                 return 2
             print_baseline(arguments.tasks)
     except (MissingPackagesError, OutputDirectoryError, ValueError) as error:

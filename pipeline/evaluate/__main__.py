@@ -46,9 +46,11 @@ NO_LID_HEAD = "none"
 
 def _describe_schedule(config: ProbeTrainingConfig) -> str:
     layers = " or ".join(str(n) for n in config.hidden_layer_choices)
-    return (f"{layers} hidden layer(s) of 1024, {config.grid_points} of {len(full_grid(config.hidden_layer_choices))} "
-            f"grid points per seed, <= {config.max_epochs} epochs, patience {config.patience_checks} checks "
-            f"every {config.validate_every_epochs} epochs")
+    return (
+        f"{layers} hidden layer(s) of 1024, {config.grid_points} of {len(full_grid(config.hidden_layer_choices))} "
+        f"grid points per seed, <= {config.max_epochs} epochs, patience {config.patience_checks} checks "
+        f"every {config.validate_every_epochs} epochs"
+    )
 
 
 def _probe_help() -> str:
@@ -79,37 +81,80 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--hear-module", metavar="PKG.MODULE",
         help="any module implementing the HEAR API (load_model, get_scene_embeddings): R on the RankMe pool as "
-        "audio at its sample_rate, Q on the tasks; with --study, an external point of that study",
+        "audio at its sample_rate, Q on the tasks (`python -m sweeps.external` places it on a study)",
     )  # fmt: skip
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task names")
     parser.add_argument("--tasks-dir", default=None, help="HEAR tasks directory; None: $AUDIOSCALE_HOME/tasks")
     # RankMe R is measured on the RankMe pool (pretraining-domain crops); task-audio RankMe is a diagnostic.
-    parser.add_argument("--rankme-shards", default=None, help="shards the RankMe pool is drawn from; None: the checkpoint's (its training's pool)")
-    parser.add_argument("--rankme-n", type=int, default=None, help="crops in the RankMe pool; None: the checkpoint's (30000, or all its shards hold)")
-    parser.add_argument("--task-rankme-n", type=int, default=DEFAULT_TASK_RANKME_N, help="task clips the diagnostic task-audio RankMe uses")
-    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)")
-    parser.add_argument("--probe", choices=list(SCENE_PROBES), default="hear", help=_probe_help())
-    parser.add_argument("--grid-points", type=int, default=None, help="MLP override: probe configs sampled per seed; None: the schedule's")
-    parser.add_argument("--max-epochs", type=int, default=None, help="MLP override: probe epochs at most; None: the schedule's")
-    parser.add_argument("--patience", type=int, default=None, help="MLP override: validation checks without improvement before stopping; None: the schedule's")
     parser.add_argument(
-        "--lid-head", choices=(NO_LID_HEAD, *ATTENTION_KINDS), default=NO_LID_HEAD,
-        help="language-ID tasks only (task_metadata.json label_kind 'language': language_real, language_synthetic): "
-        "score them with the model zoo's attentive-statistics-pooling head with this attention on frame embeddings "
-        f"instead of the MLP on their mean (4 heads, width 64, dropout 0.2, Adam lr 1e-4, <= {LidProbeConfig().max_epochs} "
-        "epochs with early stopping on validation accuracy); none: the MLP everywhere. MLP probes (hear, quick) only",
+        "--rankme-shards",
+        default=None,
+        help="shards the RankMe pool is drawn from; None: the checkpoint's (its training's pool)",
     )
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store")
-    parser.add_argument("--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation")
+    parser.add_argument(
+        "--rankme-n",
+        type=int,
+        default=None,
+        help="crops in the RankMe pool; None: the checkpoint's (30000, or all its shards hold)",
+    )
+    parser.add_argument(
+        "--task-rankme-n",
+        type=int,
+        default=DEFAULT_TASK_RANKME_N,
+        help="task clips the diagnostic task-audio RankMe uses",
+    )
+    _add_probe_arguments(parser)
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI; None: $MLFLOW_TRACKING_URI or the embedded SQLite store",
+    )
+    parser.add_argument(
+        "--output", default=None, help="where evaluation.json / evaluation.csv go; None: <checkpoint>/evaluation"
+    )
     parser.add_argument("--device", default="cpu", help="torch device for the embeddings")
     parser.add_argument(
-        "--workers", type=int, default=None,
+        "--workers",
+        type=int,
+        default=None,
         help="tasks scored at once, in processes of one thread each (same numbers as 1); "
         "default: the CPU cores, at most 4, on CPU; 1 on a GPU",
     )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     add_hear_module_arguments(parser)
     return parser
+
+
+def _add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """How Q is measured: the scene probe, its repetitions and overrides, the language-ID head."""
+    parser.add_argument(
+        "--seeds", type=int, default=DEFAULT_SEEDS, help="probe repetitions per task (the papers use 10)"
+    )
+    parser.add_argument("--probe", choices=list(SCENE_PROBES), default="hear", help=_probe_help())
+    parser.add_argument(
+        "--grid-points",
+        type=int,
+        default=None,
+        help="MLP override: probe configs sampled per seed; None: the schedule's",
+    )
+    parser.add_argument(
+        "--max-epochs", type=int, default=None, help="MLP override: probe epochs at most; None: the schedule's"
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="MLP override: validation checks without improvement before stopping; None: the schedule's",
+    )
+    parser.add_argument(
+        "--lid-head",
+        choices=(NO_LID_HEAD, *ATTENTION_KINDS),
+        default=NO_LID_HEAD,
+        help="language-ID tasks only (task_metadata.json label_kind 'language': language_real, language_synthetic): "
+        "score them with the model zoo's attentive-statistics-pooling head with this attention on frame embeddings "
+        f"instead of the MLP on their mean (4 heads, width 64, dropout 0.2, Adam lr 1e-4, <= {LidProbeConfig().max_epochs} "
+        "epochs with early stopping on validation accuracy); none: the MLP everywhere. MLP probes (hear, quick) only",
+    )
 
 
 def default_workers(device: str) -> int:
@@ -123,18 +168,26 @@ def probe_training_from(args: argparse.Namespace) -> SceneProbe:
     schedule = scene_probe(args.probe)
     overrides = {
         field: value
-        for field, value in (("grid_points", args.grid_points), ("max_epochs", args.max_epochs), ("patience_checks", args.patience))
+        for field, value in (
+            ("grid_points", args.grid_points),
+            ("max_epochs", args.max_epochs),
+            ("patience_checks", args.patience),
+        )
         if value is not None
     }
     if not isinstance(schedule, ProbeTrainingConfig):
         if overrides or args.lid_head != NO_LID_HEAD:
-            raise SystemExit(f"--grid-points, --max-epochs, --patience and --lid-head go with the MLP probes (hear, quick), not {args.probe}")
+            raise SystemExit(
+                f"--grid-points, --max-epochs, --patience and --lid-head go with the MLP probes (hear, quick), not {args.probe}"
+            )
         return schedule
     if any(value < 1 for value in overrides.values()):
         raise SystemExit("--grid-points, --max-epochs and --patience must be positive")
     grid_size = len(full_grid(schedule.hidden_layer_choices))
     if overrides.get("grid_points", 1) > grid_size:
-        raise SystemExit(f"--grid-points {overrides['grid_points']}: the {args.probe} schedule's grid has {grid_size} points")
+        raise SystemExit(
+            f"--grid-points {overrides['grid_points']}: the {args.probe} schedule's grid has {grid_size} points"
+        )
     return dataclasses.replace(schedule, **overrides)
 
 
@@ -159,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--workers must be positive")
     if args.hear_module:
         return run_hear_module(args, probe_training)
-    if args.study or args.model_file or args.label or args.rankme_crop_frames is not None:
-        raise UserError("--study, --model-file, --label and --rankme-crop-frames go with --hear-module")
+    if args.model_file or args.rankme_crop_frames is not None:
+        raise UserError("--model-file and --rankme-crop-frames go with --hear-module")
     checkpoint_dir = Path(args.checkpoint) if args.checkpoint else checkpoint_dir_of_run(args.tracking_uri, args.run_id)
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()
@@ -183,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             workers=workers,
         )
     except safetensors.SafetensorError as error:
-        raise UserError(f"{checkpoint_dir / WEIGHTS_FILE} cannot be read ({error}): it is damaged or truncated; "
-                        "evaluate another checkpoint") from error
+        raise UserError(
+            f"{checkpoint_dir / WEIGHTS_FILE} cannot be read ({error}): it is damaged or truncated; "
+            "evaluate another checkpoint"
+        ) from error
     if not args.no_mlflow:
         result.run_id = log_evaluation(
             result,

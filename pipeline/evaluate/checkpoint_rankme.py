@@ -12,8 +12,8 @@ import math
 import warnings
 
 from pipeline.evaluate.embeddings import FrameEmbedder
-from pipeline.pool_rankme import PoolRankMe, measure_pool_rankme
-from pipeline.shards.rankme_pool import select_pool
+from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme
+from pipeline.rankme.pool import select_pool
 
 
 def checkpoint_pool_rankme(

@@ -72,7 +72,9 @@ def normalisation_for(preset: FrontendPreset, meta: dict | None = None) -> MelNo
     if stats.get("mel_mean") is not None and stats.get("mel_std") is not None:
         mean, std = np.asarray(stats["mel_mean"], np.float32), np.asarray(stats["mel_std"], np.float32)
         if mean.shape != (preset.n_mels,) or std.shape != (preset.n_mels,):
-            raise ValueError(f"checkpoint mel_mean/mel_std must have {preset.n_mels} values, got {mean.shape}, {std.shape}")
+            raise ValueError(
+                f"checkpoint mel_mean/mel_std must have {preset.n_mels} values, got {mean.shape}, {std.shape}"
+            )
         return MelNormalisation(per_clip=False, bin_mean=mean, bin_std=std)
     warnings.warn(
         f"preset {preset.name!r} trains on dataset mean/std but the checkpoint has no mel_mean/mel_std; "
@@ -107,7 +109,9 @@ class FrameEmbedder:
         self.spec = model.spec
         self.preset = get_preset(self.spec.frontend_preset)
         if self.preset.n_mels != self.spec.n_mels:
-            raise ValueError(f"model {self.spec.name} expects {self.spec.n_mels} mel bins, preset {self.preset.name} gives {self.preset.n_mels}")
+            raise ValueError(
+                f"model {self.spec.name} expects {self.spec.n_mels} mel bins, preset {self.preset.name} gives {self.preset.n_mels}"
+            )
         self.normalisation = normalisation or normalisation_for(self.preset)
         self.batch_chunks = batch_chunks
         self.clips_per_group = clips_per_group

@@ -55,7 +55,9 @@ def _waves(audio: torch.Tensor, model: HearModel) -> list:
     if not isinstance(model, HearModel):
         raise TypeError("model must come from pipeline.evaluate.hear_api.load_model")
     if not isinstance(audio, torch.Tensor) or audio.ndim != 2:
-        raise ValueError(f"audio must be a 2-D torch tensor (n_sounds, n_samples), got {type(audio).__name__} {getattr(audio, 'shape', '')}")
+        raise ValueError(
+            f"audio must be a 2-D torch tensor (n_sounds, n_samples), got {type(audio).__name__} {getattr(audio, 'shape', '')}"
+        )
     return list(audio.detach().to("cpu", torch.float32).numpy())
 
 

@@ -66,7 +66,11 @@ class HearModule:
     def _call(self, audio: torch.Tensor) -> np.ndarray:
         with torch.inference_mode():
             output = self.module.get_scene_embeddings(audio, self.model)
-        array = output.detach().to("cpu", torch.float32).numpy() if isinstance(output, torch.Tensor) else np.asarray(output, np.float32)
+        array = (
+            output.detach().to("cpu", torch.float32).numpy()
+            if isinstance(output, torch.Tensor)
+            else np.asarray(output, np.float32)
+        )
         if array.shape != (len(audio), self.embedding_size):
             raise UserError(
                 f"HEAR module {self.name}: get_scene_embeddings returned shape {array.shape} for {len(audio)} sounds; "
@@ -88,7 +92,9 @@ def import_hear_module(name: str) -> Any:
         ) from None
     missing = [function for function in REQUIRED_FUNCTIONS if not callable(getattr(module, function, None))]
     if missing:
-        raise UserError(f"--hear-module {name} is not a HEAR module: it has no {' or '.join(missing)} function (HEAR API)")
+        raise UserError(
+            f"--hear-module {name} is not a HEAR module: it has no {' or '.join(missing)} function (HEAR API)"
+        )
     return module
 
 
@@ -105,8 +111,13 @@ def load_hear_module(name: str, model_file: str = "") -> HearModule:
         )
     if model.sample_rate <= 0 or model.scene_embedding_size <= 0:
         raise UserError(f"--hear-module {name}: sample_rate and scene_embedding_size must be positive")
-    return HearModule(name=name, module=module, model=model, model_file=model_file,
-                      model_file_digest=file_digest(model_file) if model_file else "")
+    return HearModule(
+        name=name,
+        module=module,
+        model=model,
+        model_file=model_file,
+        model_file_digest=file_digest(model_file) if model_file else "",
+    )
 
 
 def file_digest(path: str | Path) -> str:

@@ -1,8 +1,8 @@
 """Score any HEAR module like a study checkpoint: RankMe R on the study's pool, Q with the study's probe.
 
-R: the module's scene embeddings of the RankMe pool as audio (pipeline.evaluate.waveform_pool: the
+R: the module's scene embeddings of the RankMe pool as audio (pipeline.rankme.waveform_pool: the
 same clips, segment offsets and crop duration our models embed as log-mel), then RankMe, with the
-pool's N, K = scene_embedding_size, fingerprint and the N < 8 K flag, as `pipeline.pool_rankme`
+pool's N, K = scene_embedding_size, fingerprint and the N < 8 K flag, as `pipeline.rankme.model_rankme`
 records them for our models.
 Q: every task clip (16 kHz, as HEAR stores them) resampled to the module's rate, embedded with
 `get_scene_embeddings` (the embedding the module's authors chose for scene tasks: that is the
@@ -46,10 +46,10 @@ from pipeline.evaluate.task_data import (
     read_task_audio,
     read_task_info,
 )
-from pipeline.evaluate.waveform_pool import pool_crop_waveforms
-from pipeline.pool_rankme import PoolRankMe
-from pipeline.rankme import rankme_with_shape
-from pipeline.shards.rankme_pool import RankMePool, is_capped
+from pipeline.rankme.effective_rank import rankme_with_shape
+from pipeline.rankme.model_rankme import PoolRankMe
+from pipeline.rankme.pool import RankMePool, is_capped
+from pipeline.rankme.waveform_pool import pool_crop_waveforms
 
 POOL_BATCH_CROPS = 64  # crops held as audio at once: 64 x 10 s x 32 kHz float32 is 82 MB
 
@@ -60,8 +60,13 @@ def hear_module_pool_rankme(hear: HearModule, pool: RankMePool | None) -> PoolRa
         return PoolRankMe(value=math.nan, n=0, k=hear.embedding_size, pool="", capped=True)
     scene = [hear.scene_embeddings(batch) for batch in _batches(pool_crop_waveforms(pool, hear.sample_rate_hz))]
     value = rankme_with_shape(np.concatenate(scene))
-    return PoolRankMe(value=value.value, n=value.n_samples, k=value.n_features, pool=pool.fingerprint,
-                      capped=is_capped(value.n_samples, value.n_features))
+    return PoolRankMe(
+        value=value.value,
+        n=value.n_samples,
+        k=value.n_features,
+        pool=pool.fingerprint,
+        capped=is_capped(value.n_samples, value.n_features),
+    )
 
 
 def _batches(crops: Iterator[np.ndarray]) -> Iterator[list[np.ndarray]]:
@@ -92,7 +97,9 @@ def embed_task_with_module(task: TaskInfo, hear: HearModule) -> dict:
         if not labels:
             raise ValueError(f"task {task.name}: split {split} has no clips ({task.directory}/{split}.json)")
         file_names = sorted(labels)
-        waves = [resample_from_hear_rate(read_task_audio(task, split, name), hear.sample_rate_hz) for name in file_names]
+        waves = [
+            resample_from_hear_rate(read_task_audio(task, split, name), hear.sample_rate_hz) for name in file_names
+        ]
         targets = encode_targets(task, [labels[name] for name in file_names])
         splits[split] = split_arrays(hear.scene_embeddings(waves), targets)
     return splits
@@ -123,8 +130,10 @@ def evaluate_hear_module(
         seconds[f"probe/{task.name}"] = time.perf_counter() - tick
         features.extend(split.features.numpy() for split in splits.values())
         if progress is not None:
-            progress(f"[evaluate] {task.name}: {scores[task.name].metric} {scores[task.name].mean:.3f} by "
-                     f"{scores[task.name].probe} (embed {seconds[f'embed/{task.name}']:.1f} s)")
+            progress(
+                f"[evaluate] {task.name}: {scores[task.name].metric} {scores[task.name].mean:.3f} by "
+                f"{scores[task.name].probe} (embed {seconds[f'embed/{task.name}']:.1f} s)"
+            )
     task_value = task_audio_rankme(np.concatenate(features), task_rankme_n)
     seconds["total"] = time.perf_counter() - started
     return EvaluationResult(

@@ -38,8 +38,8 @@ from pipeline.evaluate.task_jobs import (
     evaluate_tasks,
     load_embedder,
 )
-from pipeline.rankme import rankme_with_shape, sample_fixed_n
-from pipeline.shards.rankme_pool import MIN_SAMPLES_PER_FEATURE
+from pipeline.rankme.effective_rank import rankme_with_shape, sample_fixed_n
+from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
 
 # The task-audio diagnostic's N (not the R of the fits): the default task set holds ~7,000 clips,
 # so 4,096 fits it with room to spare.
@@ -74,20 +74,12 @@ class EvaluationResult:
 
 
 def evaluate_checkpoint(
-    checkpoint_dir: str | Path,
-    *,
-    tasks_dir: str | Path,
-    task_names: list[str] | None = None,
-    rankme_shards: str | None = None,
-    rankme_n: int | None = None,
-    task_rankme_n: int = DEFAULT_TASK_RANKME_N,
-    seeds: int = DEFAULT_SEEDS,
-    probe_training: SceneProbe = ProbeTrainingConfig(),
-    lid_probe: LidProbeConfig | None = None,
-    device: str = "cpu",
-    progress: Callable[[str], None] | None = None,
+    checkpoint_dir: str | Path, *, tasks_dir: str | Path, task_names: list[str] | None = None,
+    rankme_shards: str | None = None, rankme_n: int | None = None, task_rankme_n: int = DEFAULT_TASK_RANKME_N,
+    seeds: int = DEFAULT_SEEDS, probe_training: SceneProbe = ProbeTrainingConfig(),
+    lid_probe: LidProbeConfig | None = None, device: str = "cpu", progress: Callable[[str], None] | None = None,
     workers: int = 1,
-) -> EvaluationResult:
+) -> EvaluationResult:  # fmt: skip
     """RankMe (on the RankMe pool; `rankme_shards` / `rankme_n` override the checkpoint's) and probe
     scores of one checkpoint on the HEAR tasks under `tasks_dir`.
 
@@ -95,8 +87,8 @@ def evaluate_checkpoint(
     `lid_probe`, when given, scores the language-ID tasks (TaskInfo.is_language_id) with the LID
     head on frame embeddings; every other task keeps the MLP. It goes with an MLP schedule only:
     the linear and kNN probes score every task, language-ID ones too, on scene embeddings.
-    `progress`, when given, receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that many processes
-    of one thread each (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
+    `progress` receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that
+    many one-thread processes (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
     started = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device)
     pool_value = checkpoint_pool_rankme(embedder, meta, rankme_shards=rankme_shards, rankme_n=rankme_n)
@@ -105,8 +97,10 @@ def evaluate_checkpoint(
     _check_lid_probe(lid_probe, probe_training, tasks)
 
     def job(task) -> TaskJob:
-        return TaskJob(checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
-                       probe_training=probe_training, lid_probe=lid_probe, device=device)
+        return TaskJob(
+            checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
+            probe_training=probe_training, lid_probe=lid_probe, device=device,
+        )  # fmt: skip
 
     finished, seconds = _score_tasks(evaluate_tasks(tasks, job, embedder=embedder, workers=workers), progress)
     # Task order, not finishing order: the RankMe sample must not depend on which worker was faster.
@@ -202,14 +196,26 @@ def results_rows(result: EvaluationResult) -> list[dict]:
     """One row per task plus a summary row: the results table of the CSV and the console."""
     nan = float("nan")
     rows = [
-        {"task": task, "metric": score["metric"], "mean": score["mean"],
-         **_interval(score["ci_low"], score["ci_high"], score.get("test_ci_low", nan), score.get("test_ci_high", nan)),
-         "probe": score.get("probe", "")}
+        {
+            "task": task,
+            "metric": score["metric"],
+            "mean": score["mean"],
+            **_interval(
+                score["ci_low"], score["ci_high"], score.get("test_ci_low", nan), score.get("test_ci_high", nan)
+            ),
+            "probe": score.get("probe", ""),
+        }
         for task, score in result.task_scores.items()
     ]
-    rows.append({"task": "Q (mean)", "metric": "primary", "mean": result.q,
-                 **_interval(*quality_q_interval(result.task_scores), *quality_q_test_interval(result.task_scores)),
-                 "probe": ""})
+    rows.append(
+        {
+            "task": "Q (mean)",
+            "metric": "primary",
+            "mean": result.q,
+            **_interval(*quality_q_interval(result.task_scores), *quality_q_test_interval(result.task_scores)),
+            "probe": "",
+        }
+    )
     return rows
 
 
@@ -229,17 +235,24 @@ def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Pat
 
 def format_table(result: EvaluationResult) -> str:
     """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
-    scored = (f"HEAR module {result.hear_module} (model file {result.checkpoint_dir or 'none'})" if result.hear_module
-              else f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step})")
+    scored = (
+        f"HEAR module {result.hear_module} (model file {result.checkpoint_dir or 'none'})"
+        if result.hear_module
+        else f"checkpoint {result.checkpoint_dir} ({result.model_name}, step {result.step})"
+    )
     lines = [
         f"{scored}, {result.seeds} seeds, probe {result.probe_protocol.get('schedule', '?')}",
         f"{'task':<28}{'metric':<12}{'score':>8}   {'probe':<14}95% CI (over)",
     ]
     for row in results_rows(result):
-        interval = "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['interval_over']})"
+        interval = (
+            "" if np.isnan(row["ci_low"]) else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['interval_over']})"
+        )
         lines.append(f"{row['task']:<28}{row['metric']:<12}{row['mean']:>8.3f}   {row['probe']:<14}{interval}")
     capped = f", capped: N < {MIN_SAMPLES_PER_FEATURE} K" if result.rankme_capped else ""
-    lines.append(f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k}, pool {result.rankme_pool}{capped})")
+    lines.append(
+        f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k}, pool {result.rankme_pool}{capped})"
+    )
     lines.append(f"task-audio RankMe {result.task_rankme:.2f} (N={result.task_rankme_n}, diagnostic)")
     lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
     return "\n".join(lines)

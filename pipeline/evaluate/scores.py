@@ -6,7 +6,7 @@
 - Q's 95% interval is the same t-interval over per-seed Q (seed i's scores averaged over tasks).
 - Deterministic probes (linear, kNN) give every seed one score: their noise is the test split's.
   A task's `test_se` is the bootstrap standard error over its test clips
-  (pipeline.evaluate.probes.test_bootstrap); Q's test-clip interval is Q +- 1.96 sqrt(sum_t se_t^2) / T,
+  (pipeline.evaluate.probes.bootstrap); Q's test-clip interval is Q +- 1.96 sqrt(sum_t se_t^2) / T,
   the tasks' test sets being independent draws (a normal interval on a mean of 7+ scores).
 - s(m) (AudioMAE++ papers, reference/evaluation.md) ranks models on a common task set:
   s(m) = 100 / |T| * sum_t (x_t(m) - min_t) / (max_t - min_t), min and max over the compared models.
@@ -23,7 +23,7 @@ import numpy as np
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from pipeline.evaluate.probes.test_bootstrap import percentile_interval, standard_error
+from pipeline.evaluate.probes.bootstrap import percentile_interval, standard_error
 
 CONFIDENCE = 0.95
 
@@ -60,7 +60,9 @@ def mean_confidence_interval(values: Sequence[float], confidence: float = CONFID
     mean = float(array.mean())
     if array.size == 1:
         return mean, math.nan, math.nan
-    half_width = float(student_t.ppf(0.5 + confidence / 2.0, df=array.size - 1) * array.std(ddof=1) / math.sqrt(array.size))
+    half_width = float(
+        student_t.ppf(0.5 + confidence / 2.0, df=array.size - 1) * array.std(ddof=1) / math.sqrt(array.size)
+    )
     return mean, mean - half_width, mean + half_width
 
 
@@ -73,8 +75,15 @@ def task_score_from_seeds(
     if test_replicates is not None and len(test_replicates) > 1:
         test_low, test_high = percentile_interval(test_replicates, CONFIDENCE)
         test = {"test_se": standard_error(test_replicates), "test_ci_low": test_low, "test_ci_high": test_high}
-    return TaskScore(metric=metric, mean=mean, ci_low=low, ci_high=high,
-                     seed_scores=tuple(float(s) for s in seed_scores), probe=probe, **test)
+    return TaskScore(
+        metric=metric,
+        mean=mean,
+        ci_low=low,
+        ci_high=high,
+        seed_scores=tuple(float(s) for s in seed_scores),
+        probe=probe,
+        **test,
+    )
 
 
 def quality_q(task_means: Mapping[str, float]) -> float:
@@ -83,7 +92,9 @@ def quality_q(task_means: Mapping[str, float]) -> float:
         raise ValueError("Q needs at least one task score")
     values = np.asarray(list(task_means.values()), dtype=np.float64)
     if np.any((values < 0.0) | (values > 1.0)):
-        raise ValueError(f"Q averages scores in [0, 1]; got {dict(task_means)} (d_prime is not a valid primary metric for Q)")
+        raise ValueError(
+            f"Q averages scores in [0, 1]; got {dict(task_means)} (d_prime is not a valid primary metric for Q)"
+        )
     return float(values.mean())
 
 

@@ -83,7 +83,7 @@ def read_task_info(task_dir: str | Path) -> TaskInfo:
     if not vocabulary_path.exists():
         raise TaskFormatError(f"missing {vocabulary_path}")
     with vocabulary_path.open(newline="") as handle:
-        rows = sorted(((int(row["idx"]), row["label"]) for row in csv.DictReader(handle)))
+        rows = sorted((int(row["idx"]), row["label"]) for row in csv.DictReader(handle))
     if [idx for idx, _ in rows] != list(range(len(rows))):
         raise TaskFormatError(f"{vocabulary_path}: idx must run 0..{len(rows) - 1} without gaps")
     splits = metadata.get("splits") or []
@@ -125,7 +125,9 @@ def read_split_labels(task: TaskInfo, split: str) -> dict[str, list[str]]:
     for file_name, file_labels in labels.items():
         unknown = [label for label in file_labels if str(label) not in known]
         if unknown:
-            raise TaskFormatError(f"{task.directory}/{split}.json: {file_name} has labels {unknown} not in labelvocabulary.csv")
+            raise TaskFormatError(
+                f"{task.directory}/{split}.json: {file_name} has labels {unknown} not in labelvocabulary.csv"
+            )
     return {name: [str(label) for label in file_labels] for name, file_labels in labels.items()}
 
 

@@ -41,7 +41,9 @@ def embed_task(task: TaskInfo, embedder: FrameEmbedder, *, keep_frames: bool = F
     """Read each split's audio clip by clip and embed it with the frozen model. Memory: the scene
     embeddings, plus every clip's frame features when `keep_frames` (multiclass tasks only)."""
     if keep_frames and task.multilabel:
-        raise ValueError(f"task {task.name}: frame embeddings are kept for the multiclass LID probe; the task is multilabel")
+        raise ValueError(
+            f"task {task.name}: frame embeddings are kept for the multiclass LID probe; the task is multilabel"
+        )
     needed = sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)})
     splits, frames = {}, {}
     for split in needed:

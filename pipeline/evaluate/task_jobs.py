@@ -2,7 +2,7 @@
 
 A task's result depends only on the checkpoint, the task and the seeds: every probe run seeds its
 own generators. So tasks can be scored in parallel processes and give the numbers a serial run
-gives (tests/pipeline/test_evaluate_workers.py). Probe training is small tensor work that a
+gives (tests/pipeline/evaluate/test_evaluate_workers.py). Probe training is small tensor work that a
 second torch thread barely speeds up; processes of one thread each scale better (on 2 vCPUs only
 1.17x over one process of 2 threads: `python benchmarks/bench_evaluate.py --compare-serial`).
 

@@ -1,4 +1,4 @@
-"""Evaluation results in MLflow, through `pipeline.tracking` (the only module importing mlflow).
+"""Evaluation results in MLflow, through `pipeline.tracking.runs` (the only module importing mlflow).
 
 Where results go: a child run `evaluate-step<step>` of the pretraining run (found from the
 checkpoint's `pretrain_config.mlflow_run_id`, or given), holding every number, the parameters
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.evaluate.run import EvaluationResult, write_results
-from pipeline.tracking import (
+from pipeline.tracking.runs import (
     TrackedRun,
     attach_run,
     experiment_name_of_run,
@@ -47,7 +47,9 @@ def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path:
     storage_path, run_name = run["params"].get("storage_path"), run["params"].get("run_name")
     candidates = []
     if storage_path and run_name and "://" not in storage_path:
-        candidates = sorted((Path(storage_path) / run_name).glob("**/checkpoint_step_*/model.json"), key=lambda p: p.parent.name)
+        candidates = sorted(
+            (Path(storage_path) / run_name).glob("**/checkpoint_step_*/model.json"), key=lambda p: p.parent.name
+        )
     if not candidates:
         raise FileNotFoundError(
             f"MLflow run {run_id} names no local checkpoint (tag {CHECKPOINT_TAG} or storage_path/run_name); "
@@ -62,8 +64,13 @@ def _finite(value: float) -> bool:
 
 def evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
     """Q, RankMe, each task's score with its interval where one exists, and the timings."""
-    metrics = {"q": result.q, "rankme": result.rankme, "rankme_n": result.rankme_n, "rankme_k": result.rankme_k,
-               "task_rankme": result.task_rankme}
+    metrics = {
+        "q": result.q,
+        "rankme": result.rankme,
+        "rankme_n": result.rankme_n,
+        "rankme_k": result.rankme_k,
+        "task_rankme": result.task_rankme,
+    }
     for task, score in result.task_scores.items():
         metrics[f"{task}/score"] = score["mean"]
         if _finite(score["ci_low"]):
@@ -94,8 +101,11 @@ def log_evaluation(
         experiment_name=experiment_name,
         run_name=f"{run_name}-{Path(result.checkpoint_dir).name}" if parent_run_id is None else run_name,
         parent_run_id=parent_run_id,
-        tags={CHECKPOINT_TAG: result.checkpoint_dir, "audioscale.stage": "evaluate",
-              "rankme_capped": str(result.rankme_capped).lower()},
+        tags={
+            CHECKPOINT_TAG: result.checkpoint_dir,
+            "audioscale.stage": "evaluate",
+            "rankme_capped": str(result.rankme_capped).lower(),
+        },
     )
     run.log_params(
         {
@@ -132,7 +142,12 @@ def log_evaluation(
 def _log_on_pretraining_run(parent: TrackedRun, result: EvaluationResult) -> None:
     """The headline numbers beside the training curves, with the pool that makes R comparable."""
     parent.log_metrics(
-        {"eval_q": result.q, "eval_rankme": result.rankme, "eval_rankme_n": result.rankme_n, "eval_rankme_k": result.rankme_k},
+        {
+            "eval_q": result.q,
+            "eval_rankme": result.rankme,
+            "eval_rankme_n": result.rankme_n,
+            "eval_rankme_k": result.rankme_k,
+        },
         step=result.step,
     )
     parent.set_tags({"eval_rankme_pool": result.rankme_pool, "eval_rankme_capped": result.rankme_capped})

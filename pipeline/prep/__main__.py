@@ -27,8 +27,10 @@ def format_summary(result: PrepResult) -> str:
     hours = manifest["total_hours"]
     lines = []
     if result.reused:
-        lines.append(f"prep: {result.output_dir} already holds these inputs with these settings "
-                     f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo.")
+        lines.append(
+            f"prep: {result.output_dir} already holds these inputs with these settings "
+            f"(fingerprint {manifest['fingerprint'][:12]}); reusing it. Pass --overwrite to redo."
+        )
     speed = f", {hours * 3600 / manifest['elapsed_s']:.0f}x real time" if manifest["elapsed_s"] > 0 else ""
     if result.reused:
         speed += f", made {manifest['created_utc']}"
@@ -43,12 +45,19 @@ def format_summary(result: PrepResult) -> str:
         lines.append("rejected 0")
     if duplicates := manifest.get("duplicate_inputs"):
         named = ", ".join(f"{d['path']!r} ({d['reason']})" for d in duplicates[:3])
-        lines.append(f"warning: {len(duplicates)} inputs name a file already listed and count once: {named}"
-                     + (", ..." if len(duplicates) > 3 else "") + " (duplicate_inputs in manifest.json)")
+        lines.append(
+            f"warning: {len(duplicates)} inputs name a file already listed and count once: {named}"
+            + (", ..." if len(duplicates) > 3 else "")
+            + " (duplicate_inputs in manifest.json)"
+        )
     if manifest["num_partial"]:
         lines.append(f"{manifest['num_partial']} inputs decoded only in part (see partial_inputs in manifest.json)")
-    skipped = Counter({"non-audio files": manifest["skipped_non_audio_files"],
-                       "symlink loops": len(manifest["skipped_symlink_loops"])})
+    skipped = Counter(
+        {
+            "non-audio files": manifest["skipped_non_audio_files"],
+            "symlink loops": len(manifest["skipped_symlink_loops"]),
+        }
+    )
     if +skipped:
         lines.append("skipped while listing: " + ", ".join(f"{n} {what}" for what, n in (+skipped).items()))
     lines.append(f"output: {result.output_dir} ({len(manifest['part_files'])} part files, manifest.json)")
@@ -61,8 +70,12 @@ def parse_args(argv: list[str] | None) -> PrepConfig:
     parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, type=Path, help="audio directory, or a .csv/.jsonl manifest")
     parser.add_argument("--output", required=True, type=Path, help="shard directory to write")
-    parser.add_argument("--preset", default="audiomae", choices=sorted(PRESETS),
-                        help="front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)")
+    parser.add_argument(
+        "--preset",
+        default="audiomae",
+        choices=sorted(PRESETS),
+        help="front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)",
+    )
     parser.add_argument("--segment-s", type=float, default=10.0, help="longest segment (row), seconds")
     parser.add_argument("--max-hours", type=float, default=None, help="seeded, nested subset of about H hours")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --max-hours subset")
@@ -70,9 +83,17 @@ def parse_args(argv: list[str] | None) -> PrepConfig:
     parser.add_argument("--overwrite", action="store_true", help="replace shards made with other settings")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    return PrepConfig(input_path=args.input, output_dir=args.output.expanduser().absolute(), preset_name=args.preset,
-                      segment_s=args.segment_s, max_hours=args.max_hours, seed=args.seed, ray_address=args.address,
-                      overwrite=args.overwrite, show_progress=not args.no_progress)
+    return PrepConfig(
+        input_path=args.input,
+        output_dir=args.output.expanduser().absolute(),
+        preset_name=args.preset,
+        segment_s=args.segment_s,
+        max_hours=args.max_hours,
+        seed=args.seed,
+        ray_address=args.address,
+        overwrite=args.overwrite,
+        show_progress=not args.no_progress,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

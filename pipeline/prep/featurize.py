@@ -25,8 +25,9 @@ ROWS_PER_OUTPUT_TABLE = 100
 class FeaturizeFiles:
     """Callable for `map_batches(batch_format="pyarrow")` over `WorkItem.row` rows."""
 
-    def __init__(self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None,
-                 torch_threads: int = 1):
+    def __init__(
+        self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None, torch_threads: int = 1
+    ):
         self.torch_threads = torch_threads
         self.preset = get_preset(preset_name)
         self.segment_s = segment_s
@@ -40,8 +41,14 @@ class FeaturizeFiles:
         for item in files.to_pylist():
             outcome = FileOutcome()
             try:
-                segments = featurize_file(item["path"], self.preset, self.segment_s, outcome,
-                                          first_segment=item["first_segment"], max_segments=item["max_segments"])
+                segments = featurize_file(
+                    item["path"],
+                    self.preset,
+                    self.segment_s,
+                    outcome,
+                    first_segment=item["first_segment"],
+                    max_segments=item["max_segments"],
+                )
                 for segment in segments:
                     rows.append((item["source"], item["label"], item["split"], segment))
                     if len(rows) >= ROWS_PER_OUTPUT_TABLE:

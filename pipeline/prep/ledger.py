@@ -40,8 +40,10 @@ class PrepLedger:
         return self.finished_files, self.audio_s
 
     def summary(self) -> dict:
-        verdicts = [combine_item_outcomes(source, by_range, self.num_ranges[source])
-                    for source, by_range in self.outcomes.items()]
+        verdicts = [
+            combine_item_outcomes(source, by_range, self.num_ranges[source])
+            for source, by_range in self.outcomes.items()
+        ]
         return {
             "rejected": [verdict.rejected for verdict in verdicts if verdict.rejected],
             "partial": [verdict.partial for verdict in verdicts if verdict.partial],

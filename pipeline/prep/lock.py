@@ -43,12 +43,14 @@ def output_lock(output_dir: Path, *, say=lambda line: print(line, file=sys.stder
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            say(f"prep: waiting for the prep run writing to {output_dir} ({holder}) to finish; "
-                "it holds the folder's lock")
+            say(
+                f"prep: waiting for the prep run writing to {output_dir} ({holder}) to finish; "
+                "it holds the folder's lock"
+            )
             fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)
         handle.truncate()
-        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n")
         handle.flush()
         try:

@@ -53,8 +53,11 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
         return False
     if not output_dir.is_dir():
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
-    foreign = [p.name for p in output_dir.iterdir()
-               if p.name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not p.match(PART_GLOB)]
+    foreign = [
+        p.name
+        for p in output_dir.iterdir()
+        if p.name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not p.match(PART_GLOB)
+    ]
     if foreign:
         raise OutputConflictError(
             f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
@@ -71,15 +74,21 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
             if not damage:
                 return True
             # Only prep's own files are here (checked above), so making them again loses nothing.
-            print(f"prep: {output_dir} holds these inputs with these settings, but {damage[0]}"
-                  f"{f' (and {len(damage) - 1} more)' if len(damage) > 1 else ''}; making it again", file=sys.stderr)
+            print(
+                f"prep: {output_dir} holds these inputs with these settings, but {damage[0]}"
+                f"{f' (and {len(damage) - 1} more)' if len(damage) > 1 else ''}; making it again",
+                file=sys.stderr,
+            )
             clear_output_dir(output_dir)
             return False
         changed = [key for key in settings if previous.get("settings", {}).get(key) != settings[key]]
         if not changed and int(previous.get("format_version", 1)) < SHARD_FORMAT_VERSION:
             # Same settings written in an older row layout: readers would be slower or wrong; remake them.
-            print(f"prep: {output_dir} was written in shard format {previous.get('format_version', 1)}, this version "
-                  f"writes format {SHARD_FORMAT_VERSION}; making it again", file=sys.stderr)
+            print(
+                f"prep: {output_dir} was written in shard format {previous.get('format_version', 1)}, this version "
+                f"writes format {SHARD_FORMAT_VERSION}; making it again",
+                file=sys.stderr,
+            )
             clear_output_dir(output_dir)
             return False
         what = f"settings differ ({', '.join(changed)})" if changed else "the input files differ"
@@ -113,8 +122,15 @@ class RowStatistics:
 def compute_row_statistics(output_dir: Path, n_mels: int) -> RowStatistics:
     """Per-bin mean/std and counts from the small per-row columns; the mel matrices are not read."""
     if not any(output_dir.glob(PART_GLOB)):
-        return RowStatistics(sources=set(), num_rows=0, total_frames=0, total_audio_s=0.0,
-                             bin_mean=[0.0] * n_mels, bin_std=[0.0] * n_mels, rows_by_split={})
+        return RowStatistics(
+            sources=set(),
+            num_rows=0,
+            total_frames=0,
+            total_audio_s=0.0,
+            bin_mean=[0.0] * n_mels,
+            bin_std=[0.0] * n_mels,
+            rows_by_split={},
+        )
     table = read_shard_table(
         output_dir, columns=["source", "split", "duration_s", "num_frames", "mel_bin_sum", "mel_bin_sq_sum"]
     )
@@ -147,14 +163,27 @@ def write_manifest(output_dir: Path, manifest: dict) -> None:
     temporary.replace(output_dir / MANIFEST_NAME)
 
 
-def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path: str, num_listed: int,
-                   num_inputs: int, stats: RowStatistics, rejected: list[dict], partial: list[dict],
-                   dropped_tail_s: float, skipped_non_audio: int, skipped_symlink_loops: list[str],
-                   part_files: list[dict], elapsed_s: float) -> dict:
+def build_manifest(
+    *,
+    fingerprint: str,
+    settings: dict,
+    preset: dict,
+    input_path: str,
+    num_listed: int,
+    num_inputs: int,
+    stats: RowStatistics,
+    rejected: list[dict],
+    partial: list[dict],
+    dropped_tail_s: float,
+    skipped_non_audio: int,
+    skipped_symlink_loops: list[str],
+    part_files: list[dict],
+    elapsed_s: float,
+) -> dict:
     return {
         "format_version": SHARD_FORMAT_VERSION,
         "audioscale_version": pipeline.__version__,
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "fingerprint": fingerprint,
         "input": input_path,
         "settings": settings,
@@ -168,7 +197,9 @@ def build_manifest(*, fingerprint: str, settings: dict, preset: dict, input_path
         "num_rejected": len(rejected),
         "rejected_by_kind": dict(Counter(record["kind"] for record in rejected).most_common()),
         # Second names of a file already listed (./x.wav, an absolute path, a link): counted once.
-        "duplicate_inputs": [{"path": r["path"], "reason": r["reason"]} for r in rejected if r["kind"] == DUPLICATE_KIND],
+        "duplicate_inputs": [
+            {"path": r["path"], "reason": r["reason"]} for r in rejected if r["kind"] == DUPLICATE_KIND
+        ],
         "num_partial": len(partial),
         "partial_inputs": partial,  # decoded part-way: rows hold what came before the error
         "dropped_tail_s": round(dropped_tail_s, 6),  # tails shorter than one analysis window

@@ -42,9 +42,14 @@ class WorkItem:
     def row(self, segment_s: float) -> dict:
         """The item as a Ray Data row for the featurize UDF."""
         return {
-            "path": self.input.path, "source": self.input.source, "label": self.input.label,
-            "split": self.input.split, "first_segment": self.first_segment, "max_segments": self.max_segments,
-            "range_index": self.range_index, "num_ranges": self.num_ranges,
+            "path": self.input.path,
+            "source": self.input.source,
+            "label": self.input.label,
+            "split": self.input.split,
+            "first_segment": self.first_segment,
+            "max_segments": self.max_segments,
+            "range_index": self.range_index,
+            "num_ranges": self.num_ranges,
             "range_start_s": self.first_segment * segment_s,
         }
 
@@ -62,8 +67,9 @@ def _probe_segments(item: InputFile, segment_s: float) -> int | None:
     return math.ceil(info.frames / block_frames)
 
 
-def plan_work_items(inputs: list[InputFile], *, segment_s: float, max_range_s: float = DEFAULT_MAX_RANGE_S,
-                    io_threads: int = 8) -> list[WorkItem]:
+def plan_work_items(
+    inputs: list[InputFile], *, segment_s: float, max_range_s: float = DEFAULT_MAX_RANGE_S, io_threads: int = 8
+) -> list[WorkItem]:
     """Every input as one item, or as consecutive range items when it is longer than `max_range_s`."""
     if max_range_s <= 0:
         raise ValueError(f"max_range_s must be positive, got {max_range_s}")
@@ -71,8 +77,12 @@ def plan_work_items(inputs: list[InputFile], *, segment_s: float, max_range_s: f
     maybe_long = [item for item in inputs if item.size_bytes > max_range_s * MIN_BYTES_PER_AUDIO_S]
     with ThreadPoolExecutor(io_threads) as pool:
         # Headers only; threads hide file-system latency when a corpus has many large files.
-        num_segments = dict(zip((item.source for item in maybe_long),
-                                pool.map(lambda item: _probe_segments(item, segment_s), maybe_long)))
+        num_segments = dict(
+            zip(
+                (item.source for item in maybe_long),
+                pool.map(lambda item: _probe_segments(item, segment_s), maybe_long),
+            )
+        )
     items = []
     for item in inputs:
         total = num_segments.get(item.source)
@@ -83,11 +93,16 @@ def plan_work_items(inputs: list[InputFile], *, segment_s: float, max_range_s: f
         for range_index in range(num_ranges):
             last = range_index == num_ranges - 1
             share = (total - range_index * segments_per_range if last else segments_per_range) / total
-            items.append(WorkItem(
-                input=item, first_segment=range_index * segments_per_range,
-                max_segments=None if last else segments_per_range, range_index=range_index,
-                num_ranges=num_ranges, size_bytes=item.size_bytes * share,
-            ))
+            items.append(
+                WorkItem(
+                    input=item,
+                    first_segment=range_index * segments_per_range,
+                    max_segments=None if last else segments_per_range,
+                    range_index=range_index,
+                    num_ranges=num_ranges,
+                    size_bytes=item.size_bytes * share,
+                )
+            )
     return items
 
 
@@ -119,8 +134,9 @@ def combine_item_outcomes(source: str, outcomes: dict[int, dict], num_ranges: in
     if num_ranges == 1 and 0 in outcomes:
         outcome = outcomes[0]
         if outcome.get("rejection_reason"):
-            return FileVerdict(rejected={"path": source, "kind": outcome["rejection_kind"],
-                                         "reason": outcome["rejection_reason"]})
+            return FileVerdict(
+                rejected={"path": source, "kind": outcome["rejection_kind"], "reason": outcome["rejection_reason"]}
+            )
         partial = None
         if outcome.get("partial_reason"):
             partial = {"path": source, "reason": outcome["partial_reason"], "decoded_s": outcome["audio_s"]}
@@ -129,8 +145,7 @@ def combine_item_outcomes(source: str, outcomes: dict[int, dict], num_ranges: in
     for range_index in range(num_ranges):
         outcome = outcomes.get(range_index)
         if outcome is None:
-            failures.append((f"time range {range_index + 1} of {num_ranges}",
-                             "no report (a worker failed?); re-run"))
+            failures.append((f"time range {range_index + 1} of {num_ranges}", "no report (a worker failed?); re-run"))
             kinds.append("lost")
         elif outcome.get("rejection_reason") or outcome.get("partial_reason"):
             reason = outcome.get("rejection_reason") or outcome["partial_reason"]
@@ -139,7 +154,12 @@ def combine_item_outcomes(source: str, outcomes: dict[int, dict], num_ranges: in
     reported = list(outcomes.values())
     audio_s = sum(outcome["audio_s"] for outcome in reported)
     if not any(outcome["num_segments"] for outcome in reported):
-        return FileVerdict(rejected={"path": source, "kind": kinds[0] if kinds else "no audio",
-                                     "reason": _describe_failures(failures) or "no segments in any time range"})
+        return FileVerdict(
+            rejected={
+                "path": source,
+                "kind": kinds[0] if kinds else "no audio",
+                "reason": _describe_failures(failures) or "no segments in any time range",
+            }
+        )
     partial = {"path": source, "reason": _describe_failures(failures), "decoded_s": audio_s} if failures else None
     return FileVerdict(audio_s=audio_s, dropped_tail_s=sum(o["dropped_tail_s"] for o in reported), partial=partial)

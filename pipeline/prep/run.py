@@ -126,8 +126,9 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
     # task until the first had finished (bench_prep: the second core idled ~1 s per run).
     context.op_resource_reservation_enabled = False
     try:
-        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), compression="zstd",
-                           **PARQUET_ENCODING)
+        rows.write_parquet(
+            str(config.output_dir), filename_provider=PartNames(), compression="zstd", **PARQUET_ENCODING
+        )
     finally:
         context.enable_progress_bars, context.op_resource_reservation_enabled = shows_bars, reserves
 
@@ -208,8 +209,12 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
     settings = config.settings()
     fingerprint = compute_fingerprint(settings, selected)
     if prepare_output_dir(config.output_dir, fingerprint=fingerprint, settings=settings, overwrite=config.overwrite):
-        return PrepResult(output_dir=config.output_dir, manifest=read_manifest(config.output_dir), reused=True,
-                          elapsed_s=time.monotonic() - started)
+        return PrepResult(
+            output_dir=config.output_dir,
+            manifest=read_manifest(config.output_dir),
+            reused=True,
+            elapsed_s=time.monotonic() - started,
+        )
 
     # Inputs that cannot even be opened are rejected here; the rest go to Ray.
     rejected = [{"path": i.source, "kind": i.problem_kind, "reason": i.problem} for i in selected if i.problem]
@@ -224,17 +229,25 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
     rejected = _account_for_every_input(readable, stats.sources, rejected)
     write_rejected(config.output_dir, rejected)
     manifest = build_manifest(
-        fingerprint=fingerprint, settings=settings, preset=preset.to_dict(),
+        fingerprint=fingerprint,
+        settings=settings,
+        preset=preset.to_dict(),
         input_path=str(config.input_path.expanduser().absolute()),
-        num_listed=len(listing.inputs), num_inputs=len(selected), stats=stats, rejected=rejected, partial=partial,
-        dropped_tail_s=dropped_tail_s, skipped_non_audio=listing.skipped_non_audio,
+        num_listed=len(listing.inputs),
+        num_inputs=len(selected),
+        stats=stats,
+        rejected=rejected,
+        partial=partial,
+        dropped_tail_s=dropped_tail_s,
+        skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
         part_files=describe_part_files(locate_shards(config.output_dir)),
         elapsed_s=time.monotonic() - started,
     )
     write_manifest(config.output_dir, manifest)
-    return PrepResult(output_dir=config.output_dir, manifest=manifest, reused=False,
-                      elapsed_s=time.monotonic() - started)
+    return PrepResult(
+        output_dir=config.output_dir, manifest=manifest, reused=False, elapsed_s=time.monotonic() - started
+    )
 
 
 def _account_for_every_input(readable: list[InputFile], sources: set[str], rejected: list[dict]) -> list[dict]:
@@ -243,6 +256,7 @@ def _account_for_every_input(readable: list[InputFile], sources: set[str], rejec
     accounted = sources | {record["path"] for record in rejected}
     lost = [
         {"path": i.source, "kind": "lost", "reason": "no rows and no reason reported (a worker failed?); re-run"}
-        for i in readable if i.source not in accounted
+        for i in readable
+        if i.source not in accounted
     ]
     return [record for record in rejected if record["path"] not in sources] + lost

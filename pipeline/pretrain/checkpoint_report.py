@@ -22,7 +22,12 @@ from pipeline.pretrain.config import PretrainConfig
 
 
 def report_with_checkpoint(
-    metrics: dict[str, Any], training: Any, *, config: PretrainConfig, step: int, rank: int,
+    metrics: dict[str, Any],
+    training: Any,
+    *,
+    config: PretrainConfig,
+    step: int,
+    rank: int,
     data_position: dict[str, int],
 ) -> None:
     """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier).

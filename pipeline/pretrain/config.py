@@ -26,6 +26,7 @@ from pipeline.pretrain.flags import (
 )
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
 from pipeline.pretrain.resources import default_worker_cpus
+from pipeline.tracking.setup import resolve_tracking_uri
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
@@ -56,11 +57,13 @@ class PretrainConfig:
     )
     # None: the model's own (2 s AudioMAE++, 10 s MAE); `resolved()` fills it in.
     crop_frames: int | None = flag(
-        "--crop-frames", None,
+        "--crop-frames",
+        None,
         "training crop in 10 ms mel frames, a multiple of the model's patch (default: the model's)",
     )
     shards_dir: str | None = flag(
-        "--shards", None,
+        "--shards",
+        None,
         "shard directory or URI from python -m pipeline.prep (default: {shards_root}/<model's front-end preset>)",
     )
     rankme_shards_dir: str | None = flag(
@@ -82,7 +85,7 @@ class PretrainConfig:
     warmup_steps: int | None = flag("--warmup-steps", None, "linear warmup steps (default: 10%% of --steps)")
     min_lr_ratio: float = flag("--min-lr-ratio", 0.0, "cosine floor as a fraction of the peak lr")
     grad_clip_norm: float = flag("--grad-clip-norm", 1.0, "gradients are clipped to this total norm")
-    # The RankMe study's recipe (sweeps.study.recipe, App. B): its lr is a peak, not a base to rescale.
+    # The RankMe study's recipe (sweeps.protocol.recipe, App. B): its lr is a peak, not a base to rescale.
     peak_lr: float | None = flag("--peak-lr", None, "peak lr used as given, without batch/256 scaling (replaces --lr)")
     optimizer: str = flag(
         "--optimizer", "adamw", "adamw, or adamw8bit (bitsandbytes, GPU; AdamW with a logged note where unavailable)"
@@ -223,11 +226,14 @@ class PretrainConfig:
         if any(not 0 <= step <= self.steps for step in self.checkpoint_steps):
             raise ValueError(f"--checkpoint-steps must lie in 0..--steps ({self.steps}); got {self.checkpoint_steps}")
         if any(step < 1 for step in self.rankme_steps) or not 0.0 <= self.validation_fraction < 1.0:
-            raise ValueError(f"need --rankme-steps >= 1 and --validation-fraction in [0, 1); got {self.rankme_steps}, "
-                             f"{self.validation_fraction}")
+            raise ValueError(
+                f"need --rankme-steps >= 1 and --validation-fraction in [0, 1); got {self.rankme_steps}, "
+                f"{self.validation_fraction}"
+            )
         if self.optimizer not in OPTIMIZERS or (self.peak_lr is not None and self.peak_lr <= 0):
-            raise ValueError(f"--optimizer must be one of {OPTIMIZERS} and --peak-lr > 0; got {self.optimizer!r}, "
-                             f"{self.peak_lr}")
+            raise ValueError(
+                f"--optimizer must be one of {OPTIMIZERS} and --peak-lr > 0; got {self.optimizer!r}, {self.peak_lr}"
+            )
         if self.precision not in (None, *PRECISIONS):
             raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.checkpoint_upload not in CHECKPOINT_UPLOADS:
@@ -260,13 +266,10 @@ class PretrainConfig:
         """Fill the defaults that depend on the model, the clock, the filesystem or the cluster size.
 
         `model`: this config's `describe_model()` when the caller already has it (a study trial)."""
-        from pipeline.defaults import shards_dir_for
-        from pipeline.tracking import resolve_tracking_uri
-
         model = model or self.describe_model()
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         cpus = self.cpus_per_worker or default_worker_cpus(self.num_workers, cluster_cpus or 2.0)
-        default_shards = shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
+        default_shards = paths.shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
         return dataclasses.replace(
             self,
             crop_frames=model.spec.crop_frames,

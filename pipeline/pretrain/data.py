@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from pipeline.pretrain.config import PretrainConfig
+from pipeline.rankme.pool import RankMePool, select_pool
 from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
 from pipeline.shards.crops import RawCrops, read_crops
 from pipeline.shards.format import read_manifest
-from pipeline.shards.rankme_pool import RankMePool, select_pool
 
 PREFETCH_MICRO_BATCHES = 4  # read ahead by this many; enough to hide a window's read behind a step
 VALIDATION_SEED = 3_000_017  # the validation crops' own fixed sample, independent of the training seed
@@ -80,7 +80,6 @@ def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
     return torch.from_numpy(crops)
 
 
-
 def training_stream_plan(config: PretrainConfig, *, rank: int, world_size: int) -> StreamPlan:
     """Which rows this worker reads in each epoch (the holdout and the short segments left out)."""
     return StreamPlan(
@@ -98,8 +97,9 @@ class MicroBatches:
     on the core the training thread does not use.
     """
 
-    def __init__(self, plan: StreamPlan, *, micro_batch_size: int, window_rows: int, device: torch.device,
-                 start: StreamPosition) -> None:
+    def __init__(
+        self, plan: StreamPlan, *, micro_batch_size: int, window_rows: int, device: torch.device, start: StreamPosition
+    ) -> None:
         self.position, self.device = start, device
         self._ready: queue.Queue = queue.Queue(maxsize=PREFETCH_MICRO_BATCHES)
         self._stop = threading.Event()

@@ -35,7 +35,11 @@ def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) ->
     from pipeline.targets.codebook import ensure_codebook
 
     directory = ensure_codebook(Path(shards_dir).absolute(), crop_frames=model.spec.crop_frames)
-    print(f"targets: {config.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
-          "--override codebook=DIR for another)", file=sys.stderr, flush=True)
+    print(
+        f"targets: {config.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
+        "--override codebook=DIR for another)",
+        file=sys.stderr,
+        flush=True,
+    )
     config = dataclasses.replace(config, model_overrides={**config.model_overrides, "codebook": str(directory)})
     return config, config.describe_model()

@@ -28,7 +28,7 @@ from ray.train.torch import TorchTrainer
 
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.cli_errors import UserError
-from pipeline.defaults import shards_dir_for
+from pipeline.paths import shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
@@ -39,16 +39,16 @@ from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
-from pipeline.run_lifecycle import killed_on_interrupt
 from pipeline.shards.crops import check_segments_fit_crop
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
-from pipeline.tracking import (
+from pipeline.tracking.dataset import log_shards_input
+from pipeline.tracking.lifecycle import killed_on_interrupt
+from pipeline.tracking.runs import (
     CODE_VERSION_ENV,
     code_version,
     read_run,
     start_or_resume_run,
 )
-from pipeline.tracking_dataset import log_shards_input
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -174,9 +174,7 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
                 num_to_keep=None if config.checkpoint_steps else config.num_checkpoints_to_keep
             ),
             callbacks=list(run_callbacks),
-            worker_runtime_env={
-                "env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}
-            },
+            worker_runtime_env={"env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}},
         ),
     )
 
@@ -215,13 +213,22 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
     )
 
 
-def _study_checkpoints(result: ray.train.Result, config: PretrainConfig, final_step: int) -> tuple[tuple[int, str], ...]:
+def _study_checkpoints(
+    result: ray.train.Result, config: PretrainConfig, final_step: int
+) -> tuple[tuple[int, str], ...]:
     """(step, path) of the kept checkpoints, less those taken only for a preemption notice: resume
     points, not the study's evaluation points (--checkpoint-steps, --checkpoint-every, the last)."""
-    kept = [(int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC)))
-            for checkpoint, metrics in result.best_checkpoints]
-    return tuple(sorted((step, path) for step, path, preemption_only in kept
-                        if not preemption_only or step == final_step or is_checkpoint_step(config, step)))
+    kept = [
+        (int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC)))
+        for checkpoint, metrics in result.best_checkpoints
+    ]
+    return tuple(
+        sorted(
+            (step, path)
+            for step, path, preemption_only in kept
+            if not preemption_only or step == final_step or is_checkpoint_step(config, step)
+        )
+    )
 
 
 def log_encoder_artifact(run, checkpoint_dir: str | Path) -> None:

@@ -40,8 +40,8 @@ from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
 from pipeline.pretrain.worker_setup import WorkerPlace, WorkerTraining, build_training
 from pipeline.shards.crop_stream import StreamPosition
-from pipeline.tracking import TrackedRun, attach_run
-from pipeline.tracking_system_metrics import node_system_metrics
+from pipeline.tracking.runs import TrackedRun, attach_run
+from pipeline.tracking.system_metrics import node_system_metrics
 
 # Ray Train's Result only keeps metrics reported with a checkpoint, so rank 0 leaves the step of
 # a non-finite loss as a tag on the MLflow run, which the driver reads after `fit`.
@@ -89,8 +89,14 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
             log_rankme_record(tracker, rankme)
     if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
         initial_metrics = {"step": 0, **({"rankme": rankme.latest} if rankme.latest is not None else {})}
-        report_with_checkpoint(initial_metrics, training, config=config, step=0, rank=place.rank,
-                               data_position=position_record(StreamPosition(), world_size=place.world_size))
+        report_with_checkpoint(
+            initial_metrics,
+            training,
+            config=config,
+            step=0,
+            rank=place.rank,
+            data_position=position_record(StreamPosition(), world_size=place.world_size),
+        )
     if run_steps(config, training, place, tracker, (rankme, validation)):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
 
@@ -127,7 +133,8 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
-        seed_step(config.seed, rank=place.rank, step=step)  # masks and dropout: a function of the step, so a resume repeats them
+        # Masks and dropout: a function of the step, so a resume repeats them.
+        seed_step(config.seed, rank=place.rank, step=step)
         loss, grad_norm = forward_backward(
             training.train_model, micro_batches, config=config, step=step, device=place.device, rank=place.rank,
             node_id=place.node_id,
@@ -146,11 +153,13 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         preempted = preemption.checkpoint_due(step)  # every rank at the same steps: the notice is a barrier
         measured = {"rankme": rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
-        stop = validation.is_due(step) and config.validation_stop and validation.agree_on_stop(world_size=place.world_size, device=place.device)
+        stop = (
+            validation.is_due(step)
+            and config.validation_stop
+            and validation.agree_on_stop(world_size=place.world_size, device=place.device)
+        )
         last = step == config.steps or stop
-        if last or preempted or rankme.is_due(step) or validation.is_due(step) or step % config.log_every_steps == 0 or (
-            is_checkpoint_step(config, step)
-        ):
+        if last or preempted or _is_log_step(config, step, rankme, validation):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None and step > logged_up_to:
                 logged = {k: v for k, v in measured.items() if v is not None}
@@ -164,9 +173,10 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
             if preempted:  # after the MLflow log: a mark for the driver, not a training metric
                 metrics[PREEMPTION_CHECKPOINT_METRIC] = 1
             data_position = position_record(micro_batches.position, world_size=place.world_size)
-            report_step(metrics, training, config=config, step=step, rank=place.rank, last=last or preempted,
-                        rankme_due=rankme.is_due(step) or follows_checkpoint(config, step),
-                        data_position=data_position)
+            report_step(
+                metrics, training, config=config, step=step, rank=place.rank, last=last or preempted,
+                rankme_due=rankme.is_due(step) or follows_checkpoint(config, step), data_position=data_position,
+            )  # fmt: skip
             if preempted:
                 debug_hooks.maybe_hold_after_preemption_checkpoint()
         elif follows_checkpoint(config, step):  # not a log step: report only (see report_step), log nothing
@@ -174,6 +184,16 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         if stop:
             break
     return True
+
+
+def _is_log_step(config, step: int, rankme: RankMeSchedule, validation) -> bool:
+    """A step whose metrics are logged and reported: RankMe, validation, checkpoint or the log cadence."""
+    return (
+        rankme.is_due(step)
+        or validation.is_due(step)
+        or step % config.log_every_steps == 0
+        or is_checkpoint_step(config, step)
+    )
 
 
 def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
@@ -193,8 +213,15 @@ def follows_checkpoint(config: PretrainConfig, step: int) -> bool:
 
 
 def report_step(
-    metrics: dict[str, Any], training: WorkerTraining, *, config: PretrainConfig, step: int, rank: int, last: bool,
-    rankme_due: bool, data_position: dict[str, int],
+    metrics: dict[str, Any],
+    training: WorkerTraining,
+    *,
+    config: PretrainConfig,
+    step: int,
+    rank: int,
+    last: bool,
+    rankme_due: bool,
+    data_position: dict[str, int],
 ) -> None:
     """Report to Ray Train (every rank at the same steps: it is a barrier) with a checkpoint at checkpoint
     steps and when `last` (the last step, or a preemption notice), and without one at RankMe steps (a
@@ -208,5 +235,3 @@ def report_step(
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank, data_position=data_position)
     elif rankme_due:
         ray.train.report(metrics)
-
-

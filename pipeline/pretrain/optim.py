@@ -1,6 +1,6 @@
 """Optimizer and learning-rate schedule for masked pretraining, as in MAE / AudioMAE++ / CrossMAE.
 
-Rules (each one has a test in tests/pipeline/test_optim.py):
+Rules (each one has a test in tests/pipeline/pretrain/test_optim.py):
 - AdamW with betas (0.9, 0.95): the MAE recipe; the lower beta2 keeps large-batch ViT training stable.
 - Weight decay (default 0.05) only on matrices: biases, normalisation scales, every other 1-D
   parameter, and the tokens a model names in `no_weight_decay_names()` (position, cls, mask) are
@@ -147,8 +147,6 @@ def build_scheduler(
         raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
 
     def factor(step: int) -> float:
-        return warmup_cosine_factor(
-            step, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio
-        )
+        return warmup_cosine_factor(step, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

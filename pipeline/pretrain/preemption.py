@@ -35,8 +35,12 @@ class PreemptionNotice:
     `read_notice`: `ray.train.get_preemption_info` (a collective: every rank calls `poll` at the
     same steps); a plain function in tests."""
 
-    def __init__(self, read_notice: Callable[[], Any] = ray.train.get_preemption_info, *,
-                 every_steps: int = PREEMPTION_POLL_EVERY_STEPS) -> None:
+    def __init__(
+        self,
+        read_notice: Callable[[], Any] = ray.train.get_preemption_info,
+        *,
+        every_steps: int = PREEMPTION_POLL_EVERY_STEPS,
+    ) -> None:
         self._read_notice, self.every_steps = read_notice, every_steps
         self.info: Any = None  # ray.train.PreemptionInfo once noticed
         self._checkpointed = False

@@ -41,8 +41,11 @@ def _sibling_checkpoints(path: str, filesystem: pafs.FileSystem) -> list[str]:
     """The checkpoint folders next to `path` (the run's other checkpoints), `path` included."""
     parent = path.rstrip("/").rpartition("/")[0] or "/"
     infos = filesystem.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
-    names = [info.path for info in infos
-             if info.type == pafs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX)]
+    names = [
+        info.path
+        for info in infos
+        if info.type == pafs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX)
+    ]
     return sorted(set(names) | {path.rstrip("/")})
 
 
@@ -53,8 +56,7 @@ def _local_copy(path: str, filesystem: pafs.FileSystem) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="audioscale-resume-") as directory:
         local = Path(directory) / path.rstrip("/").rpartition("/")[2]
-        pafs.copy_files(path, str(local), source_filesystem=filesystem,
-                        destination_filesystem=pafs.LocalFileSystem())
+        pafs.copy_files(path, str(local), source_filesystem=filesystem, destination_filesystem=pafs.LocalFileSystem())
         yield local
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from pipeline.pool_rankme import PoolRankMe, measure_pool_rankme
-from pipeline.shards.rankme_pool import RankMePool
+from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme
+from pipeline.rankme.pool import RankMePool
 
 
 class RankMeSchedule:
@@ -38,7 +38,9 @@ class RankMeSchedule:
     def is_due(self, step: int) -> bool:
         if not (self.every_steps > 0 or self.steps):
             return False
-        return step in (0, self.last_step) or step in self.steps or (self.every_steps > 0 and step % self.every_steps == 0)
+        return (
+            step in (0, self.last_step) or step in self.steps or (self.every_steps > 0 and step % self.every_steps == 0)
+        )
 
     def measure_if_due(self, model: nn.Module, step: int) -> float | None:
         """The new value when `step` is a RankMe step (step 0: before training), else None."""

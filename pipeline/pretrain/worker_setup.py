@@ -64,7 +64,9 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
     scheduler = build_scheduler(
         optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio
     )
-    start_step, saved_data_position = restore_training_state(model, optimizer, scheduler, config=config, rank=place.rank)
+    start_step, saved_data_position = restore_training_state(
+        model, optimizer, scheduler, config=config, rank=place.rank
+    )
     train_model = ray.train.torch.prepare_model(model) if place.world_size > 1 else model
     if config.compile_model:
         train_model = torch.compile(train_model)

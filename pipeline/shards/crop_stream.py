@@ -31,7 +31,6 @@ from pipeline.shards.crops import RawCrops, crop_policy
 from pipeline.shards.format import checked_part_names, read_manifest
 from pipeline.shards.location import locate_shards
 
-
 UNSHUFFLED_WINDOW_ROWS = 256  # rows read at once when nothing is shuffled: per-window costs amortised
 
 
@@ -50,8 +49,17 @@ class StreamPosition:
 class StreamPlan:
     """Which rows of which part files a rank reads in each epoch (read once: clip ids and lengths)."""
 
-    def __init__(self, shard_dir: str, *, crop_frames: int, seed: int, rank: int, world_size: int,
-                 holdout: tuple[str | None, float] = (None, 0.0), min_frames: int | None = None) -> None:
+    def __init__(
+        self,
+        shard_dir: str,
+        *,
+        crop_frames: int,
+        seed: int,
+        rank: int,
+        world_size: int,
+        holdout: tuple[str | None, float] = (None, 0.0),
+        min_frames: int | None = None,
+    ) -> None:
         manifest = read_manifest(shard_dir)
         self.location = locate_shards(shard_dir)
         self.paths = [self.location.child_path(name) for name in checked_part_names(shard_dir, manifest)]
@@ -129,9 +137,13 @@ class CropStream:
         for group in groups.tolist():
             key = (file_index, group)
             if key not in decoded:
-                decoded[key] = self._decoded[key] if key in self._decoded else pq.ParquetFile(
-                    self.plan.paths[file_index], filesystem=self.plan.location.filesystem
-                ).read_row_group(group, columns=self.plan.policy.columns())
+                decoded[key] = (
+                    self._decoded[key]
+                    if key in self._decoded
+                    else pq.ParquetFile(
+                        self.plan.paths[file_index], filesystem=self.plan.location.filesystem
+                    ).read_row_group(group, columns=self.plan.policy.columns())
+                )
             tables.append(decoded[key])
         local = wanted - starts[groups[0]] if len(groups) == 1 else _local_rows(wanted, starts, groups)
         return pa.concat_tables(tables).take(pa.array(local))

@@ -111,8 +111,19 @@ class CropBatch:
     """A pyarrow table of segment rows -> {"mel": float32 (kept rows, crop_frames, n_mels)}, kept rows in
     table order. Vectorised: the per-row Python is one hash of the clip id (README, the reader budget)."""
 
-    def __init__(self, *, crop_frames: int, min_frames: int, seed: int, n_mels: int, split: str | None,
-                 per_clip: bool, bin_mean: np.ndarray | None, bin_std: np.ndarray | None, waveform: bool = False):
+    def __init__(
+        self,
+        *,
+        crop_frames: int,
+        min_frames: int,
+        seed: int,
+        n_mels: int,
+        split: str | None,
+        per_clip: bool,
+        bin_mean: np.ndarray | None,
+        bin_std: np.ndarray | None,
+        waveform: bool = False,
+    ):
         self.crop_frames, self.min_frames, self.seed, self.n_mels = crop_frames, min_frames, seed, n_mels
         self.split, self.per_clip, self.bin_mean, self.bin_std = split, per_clip, bin_mean, bin_std
         self.waveform = waveform  # frames of samples (the `waveform` preset): silence is a zero sample
@@ -120,8 +131,11 @@ class CropBatch:
 
     def columns(self) -> list[str]:
         """The columns `__call__` reads."""
-        return ["clip_id", "num_frames", "mel"] + (["mel_bin_sum", "mel_bin_sq_sum"] if self.per_clip else []) + (
-            ["split"] if self.split is not None else [])
+        return (
+            ["clip_id", "num_frames", "mel"]
+            + (["mel_bin_sum", "mel_bin_sq_sum"] if self.per_clip else [])
+            + (["split"] if self.split is not None else [])
+        )
 
     def kept_rows(self, table: pa.Table) -> np.ndarray:
         """bool (rows,): long enough, of the split, on the holdout side."""
@@ -200,8 +214,14 @@ def check_segments_fit_crop(shard_dir: str | Path, *, crop_frames: int, min_fram
     frames = read_shard_table(shard_dir, columns=["num_frames"])["num_frames"].to_numpy()
     if len(frames) and int(frames.max()) >= min_frames:
         return
-    found = (f"its {len(frames)} segments are {int(frames.min())} to {int(frames.max())} frames long "
-             f"(median {int(np.median(frames))})") if len(frames) else "it holds no segments"
+    found = (
+        (
+            f"its {len(frames)} segments are {int(frames.min())} to {int(frames.max())} frames long "
+            f"(median {int(np.median(frames))})"
+        )
+        if len(frames)
+        else "it holds no segments"
+    )
     raise ShortSegmentsError(
         f"no segment of {shard_dir} is long enough for a training crop: crops are {crop_frames} frames and a "
         f"segment needs at least {min_frames} (half a crop, the rest padded), but {found}. Pass a shorter "
@@ -210,8 +230,15 @@ def check_segments_fit_crop(shard_dir: str | Path, *, crop_frames: int, min_fram
     )
 
 
-def crop_policy(manifest: dict, *, crop_frames: int, seed: int, normalize: bool = True, split: str | None = None,
-                min_frames: int | None = None) -> CropBatch:
+def crop_policy(
+    manifest: dict,
+    *,
+    crop_frames: int,
+    seed: int,
+    normalize: bool = True,
+    split: str | None = None,
+    min_frames: int | None = None,
+) -> CropBatch:
     """The crops policy of a shard set (its manifest): normalisation, minimum length, seed."""
     per_clip = bool(normalize and manifest["preset"]["normalize_per_clip"])
     use_dataset_stats = normalize and not per_clip
@@ -255,13 +282,23 @@ def _checked_part_files(shard_dir: str | Path, manifest: dict, split: str | None
     return location, files
 
 
-def read_crops(shard_dir: str | Path, *, crop_frames: int, seed: int, limit: int, normalize: bool = True,
-               min_frames: int | None = None, holdout: tuple[str | None, float] = (None, 0.0)) -> np.ndarray:
+def read_crops(
+    shard_dir: str | Path,
+    *,
+    crop_frames: int,
+    seed: int,
+    limit: int,
+    normalize: bool = True,
+    min_frames: int | None = None,
+    holdout: tuple[str | None, float] = (None, 0.0),
+) -> np.ndarray:
     """The first `limit` crops in sorted file order (one epoch, no shuffle): float32 (n, crop_frames,
     n_mels), n <= limit. For small fixed samples (the validation crops)."""
     manifest = read_manifest(shard_dir)
     location, files = _checked_part_files(shard_dir, manifest, None, crop_frames)
-    crop = crop_policy(manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=None, min_frames=min_frames)
+    crop = crop_policy(
+        manifest, crop_frames=crop_frames, seed=seed, normalize=normalize, split=None, min_frames=min_frames
+    )
     crop.holdout = holdout
     parts, count = [], 0
     for path in files:

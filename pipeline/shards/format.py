@@ -78,9 +78,7 @@ def make_clip_id(source: str, segment_index: int) -> str:
     return f"{hashlib.sha1(source.encode()).hexdigest()[:16]}-{segment_index:05d}"
 
 
-def segments_to_table(
-    rows: Sequence[tuple[str, str | None, str | None, Segment]], n_mels: int
-) -> pa.Table:
+def segments_to_table(rows: Sequence[tuple[str, str | None, str | None, Segment]], n_mels: int) -> pa.Table:
     """Rows of (source, label, split, segment) -> a table in the shard schema."""
     mels16 = [segment.mel.astype(np.float16) for _, _, _, segment in rows]  # each (frames, n_mels)
     frames = np.array([len(mel) for mel in mels16], dtype=np.int32)
@@ -192,7 +190,9 @@ def flat_mels(mel_column: pa.ChunkedArray | pa.Array, n_mels: int) -> tuple[np.n
     if pa.types.is_large_binary(mel_column.type) or pa.types.is_binary(mel_column.type):
         offset_type = np.int64 if pa.types.is_large_binary(mel_column.type) else np.int32
         _, offsets_buffer, data_buffer = mel_column.buffers()
-        byte_offsets = np.frombuffer(offsets_buffer, offset_type)[mel_column.offset : mel_column.offset + len(mel_column) + 1]
+        byte_offsets = np.frombuffer(offsets_buffer, offset_type)[
+            mel_column.offset : mel_column.offset + len(mel_column) + 1
+        ]
         values = np.frombuffer(data_buffer, "<f2") if data_buffer is not None else np.zeros(0, np.float16)
         start = int(byte_offsets[0]) // 2 if len(byte_offsets) else 0
         frame_offsets = (byte_offsets.astype(np.int64) - 2 * start) // (2 * n_mels)

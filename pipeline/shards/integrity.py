@@ -60,8 +60,10 @@ def describe_part_files(location: ShardLocation) -> list[dict]:
 def rerun_advice(location: ShardLocation, manifest: dict) -> str:
     """The prep command that makes this folder again (from what the manifest recorded)."""
     settings = manifest.get("settings", {})
-    command = (f"python -m pipeline.prep --input {manifest.get('input', 'AUDIO')} --output {location.given} "
-               f"--preset {settings.get('preset', 'audiomae')} --segment-s {settings.get('segment_s', 10.0)}")
+    command = (
+        f"python -m pipeline.prep --input {manifest.get('input', 'AUDIO')} --output {location.given} "
+        f"--preset {settings.get('preset', 'audiomae')} --segment-s {settings.get('segment_s', 10.0)}"
+    )
     if settings.get("max_hours") is not None:
         command += f" --max-hours {settings['max_hours']} --seed {settings.get('seed', 0)}"
     return f"re-run prep into a new folder, or with --overwrite: {command} --overwrite"
@@ -73,14 +75,18 @@ def part_file_problems(location: ShardLocation, manifest: dict) -> list[str]:
     if records is None or any(not isinstance(record, dict) for record in records):
         return [f"its manifest.json (prep {manifest.get('audioscale_version', '?')}) lists no part-file checksums"]
     found = _infos(location)
-    problems = [f"{name} is not listed in manifest.json (left by another prep run into the same folder?)"
-                for name in sorted(set(found) - {record["name"] for record in records})]
+    problems = [
+        f"{name} is not listed in manifest.json (left by another prep run into the same folder?)"
+        for name in sorted(set(found) - {record["name"] for record in records})
+    ]
     for record in records:
         name, info = record["name"], found.get(record["name"])
         if info is None:
             problems.append(f"{name} is missing ({record['rows']} rows)")
         elif info.size != record["bytes"]:
-            problems.append(f"{name} is {info.size} bytes, manifest.json says {record['bytes']} (truncated or replaced)")
+            problems.append(
+                f"{name} is {info.size} bytes, manifest.json says {record['bytes']} (truncated or replaced)"
+            )
         elif _sha256(location, name, info) != record["sha256"]:
             problems.append(f"{name} differs from its sha256 in manifest.json (changed after prep)")
     return problems

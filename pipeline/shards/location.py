@@ -71,8 +71,9 @@ def locate_shards(shard_dir: str | Path) -> ShardLocation:
     knows no filesystem for it."""
     if not is_uri(shard_dir):
         # Absolute, so Ray workers (whose working directory differs) open the same folder.
-        return ShardLocation(given=shard_dir, filesystem=pafs.LocalFileSystem(),
-                             path=str(Path(shard_dir).expanduser().absolute()))
+        return ShardLocation(
+            given=shard_dir, filesystem=pafs.LocalFileSystem(), path=str(Path(shard_dir).expanduser().absolute())
+        )
     try:
         filesystem, path = pafs.FileSystem.from_uri(str(shard_dir))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:

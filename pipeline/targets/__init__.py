@@ -2,9 +2,9 @@
 
     python -m pipeline.targets --shards DIR [--features mfcc] [--clusters 100] [--crop-frames 500]
 
-The codebook (`models.hubert_codebook`) is not turned into label shards: a HuBERT model built with
+The codebook (`models.wave.hubert_codebook`) is not turned into label shards: a HuBERT model built with
 `codebook=DIR` keeps the centroids and labels each crop on the fly with the same feature function
-(`models.hubert_labels`). `ensure_codebook` is what the pretraining driver calls.
+(`models.wave.hubert_labels`). `ensure_codebook` is what the pretraining driver calls.
 """
 
 from pipeline.targets.codebook import ensure_codebook

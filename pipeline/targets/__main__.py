@@ -30,23 +30,41 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TargetSettings()
     parser = argparse.ArgumentParser(prog="python -m pipeline.targets", description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", required=True, help="a shard directory made with prep --preset waveform")
-    parser.add_argument("--features", default=defaults.features, choices=FEATURE_KINDS,
-                        help="what to cluster: mfcc = 39-d MFCC + deltas at 100 Hz (HuBERT iteration 1); "
-                             "hubert = a trained HuBERT's layer output (iteration 2, with --teacher)")
+    parser.add_argument(
+        "--features",
+        default=defaults.features,
+        choices=FEATURE_KINDS,
+        help="what to cluster: mfcc = 39-d MFCC + deltas at 100 Hz (HuBERT iteration 1); "
+        "hubert = a trained HuBERT's layer output (iteration 2, with --teacher)",
+    )
     parser.add_argument("--clusters", type=int, default=None, help="k (default: HuBERT's, mfcc 100, hubert 500)")
     parser.add_argument("--teacher", default=None, help="--features hubert: the teacher's checkpoint folder")
-    parser.add_argument("--teacher-layer", type=int, default=None,
-                        help="--features hubert: 1-based block whose output is clustered (default 6, HuBERT BASE)")
+    parser.add_argument(
+        "--teacher-layer",
+        type=int,
+        default=None,
+        help="--features hubert: 1-based block whose output is clustered (default 6, HuBERT BASE)",
+    )
     parser.add_argument("--device", default="cpu", help="where the teacher runs (cpu, cuda)")
-    parser.add_argument("--crop-frames", type=int, default=defaults.crop_frames,
-                        help="crop length in 20 ms frames, as the model trains (500 = 10 s; debug sizes 100)")
-    parser.add_argument("--sample-fraction", type=float, default=defaults.sample_fraction,
-                        help="fraction of segment rows to draw, one crop each (HuBERT: 10%%)")
-    parser.add_argument("--max-sample-crops", type=int, default=None,
-                        help="cap on the draw (default: mfcc 20000, hubert 2000)")
+    parser.add_argument(
+        "--crop-frames",
+        type=int,
+        default=defaults.crop_frames,
+        help="crop length in 20 ms frames, as the model trains (500 = 10 s; debug sizes 100)",
+    )
+    parser.add_argument(
+        "--sample-fraction",
+        type=float,
+        default=defaults.sample_fraction,
+        help="fraction of segment rows to draw, one crop each (HuBERT: 10%%)",
+    )
+    parser.add_argument(
+        "--max-sample-crops", type=int, default=None, help="cap on the draw (default: mfcc 20000, hubert 2000)"
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the draw, the crops and k-means")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="folder to hold the codebook folder (default: SHARDS/targets)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="folder to hold the codebook folder (default: SHARDS/targets)"
+    )
     parser.add_argument("--refit", action="store_true", help="fit again even when a finished codebook is cached")
     return parser
 
@@ -60,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     directory = codebook_dir(args.shards, settings, args.output)
     if not args.refit and finished_codebook(directory, read_manifest(args.shards)["fingerprint"], settings):
-        print_progress(f"targets: {directory} already holds this codebook (same shards and settings); --refit redoes it")
+        print_progress(
+            f"targets: {directory} already holds this codebook (same shards and settings); --refit redoes it"
+        )
     else:
         fit_codebook(args.shards, settings, directory, device=args.device)
     print(directory)

@@ -1,4 +1,4 @@
-"""Fit, write and reuse k-means codebooks (layout: `models.hubert_codebook`).
+"""Fit, write and reuse k-means codebooks (layout: `models.wave.hubert_codebook`).
 
 A codebook is named by its key, a hash of the shard set's fingerprint (from its manifest.json) and
 every target setting; `ensure_codebook` keeps them under `<shards>/targets/<key>/` and fits one only
@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 import pipeline
-from models.hubert_codebook import (
+from models.wave.hubert_codebook import (
     CENTROIDS_NAME,
     CODEBOOK_FORMAT_VERSION,
     CODEBOOK_MANIFEST_NAME,
     CodebookError,
     read_codebook,
 )
-from models.hubert_teacher import FrozenHubertTeacher
+from models.wave.hubert_teacher import FrozenHubertTeacher
 from pipeline.shards.format import TARGETS_DIR_NAME, read_manifest
 from pipeline.shards.location import is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
@@ -50,8 +50,15 @@ def print_progress(line: str) -> None:
 def codebook_key(shard_fingerprint: str, settings: TargetSettings) -> str:
     """`<features>-k<clusters>-<12 hex>`: readable, and unique per (shards, settings, teacher weights)."""
     teacher = teacher_digest(settings.teacher_checkpoint) if settings.teacher_checkpoint is not None else None
-    payload = json.dumps({"format": CODEBOOK_FORMAT_VERSION, "shards": shard_fingerprint,
-                          "settings": settings.to_dict(), "teacher_weights": teacher}, sort_keys=True)
+    payload = json.dumps(
+        {
+            "format": CODEBOOK_FORMAT_VERSION,
+            "shards": shard_fingerprint,
+            "settings": settings.to_dict(),
+            "teacher_weights": teacher,
+        },
+        sort_keys=True,
+    )
     return f"{settings.features}-k{settings.clusters}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
@@ -61,13 +68,20 @@ def codebook_dir(shards_dir: str | Path, settings: TargetSettings, cache_dir: Pa
     check_waveform_manifest(shards_dir, manifest)
     if cache_dir is None:
         if is_uri(shards_dir):
-            raise ValueError(f"shards at {shards_dir} are not a local folder: pass a local --output folder for the codebook")
+            raise ValueError(
+                f"shards at {shards_dir} are not a local folder: pass a local --output folder for the codebook"
+            )
         cache_dir = Path(shards_dir) / TARGETS_DIR_NAME
     return Path(cache_dir) / codebook_key(manifest["fingerprint"], settings)
 
 
-def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: Path,
-                 log: Callable[[str], None] = print_progress, device: str = "cpu") -> Path:
+def fit_codebook(
+    shards_dir: str | Path,
+    settings: TargetSettings,
+    output_dir: Path,
+    log: Callable[[str], None] = print_progress,
+    device: str = "cpu",
+) -> Path:
     """Sample crops, compute features, fit k-means, write `output_dir`; returns it. `device` runs the
     teacher of iteration-2 features (MFCC runs on the CPU)."""
     started = time.monotonic()
@@ -75,8 +89,10 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
     teacher = None
     if settings.features == "hubert":
         teacher = load_teacher(settings.teacher_checkpoint, settings.teacher_layer, device)
-        log(f"targets: teacher {teacher.description['teacher_model']} (step {teacher.description['teacher_step']}) "
-            f"up to block {settings.teacher_layer}, on {device}")
+        log(
+            f"targets: teacher {teacher.description['teacher_model']} (step {teacher.description['teacher_step']}) "
+            f"up to block {settings.teacher_layer}, on {device}"
+        )
     sample = read_sample_crops(shards_dir, settings, log)
     if sample.rows_too_short:
         log(f"targets: skipped {sample.rows_too_short} drawn rows shorter than half a crop, as training skips them")
@@ -89,13 +105,25 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
         features = crop_features(sample.crops, settings.features, log)
     else:
         features = teacher_features(teacher.teacher, sample.crops, log=log)
-    log(f"targets: {len(sample.crops)} crops -> {len(features)} {settings.features} frames of {features.shape[1]} "
-        f"values; fitting {settings.clusters} clusters (MiniBatchKMeans, {settings.n_init} inits)")
+    log(
+        f"targets: {len(sample.crops)} crops -> {len(features)} {settings.features} frames of {features.shape[1]} "
+        f"values; fitting {settings.clusters} clusters (MiniBatchKMeans, {settings.n_init} inits)"
+    )
     fit = fit_kmeans(features, settings)
     log(f"targets: inertia {fit.inertia:.4f} per frame after {fit.iterations} passes ({fit.steps} mini-batches)")
+    manifest = _codebook_manifest(
+        output_dir, settings, shards_dir, shard_manifest, sample, features, fit, teacher, time.monotonic() - started
+    )
+    write_codebook(output_dir, fit.centroids, manifest, teacher=None if teacher is None else teacher.teacher)
+    log(f"targets: wrote {output_dir} ({CENTROIDS_NAME}, {CODEBOOK_MANIFEST_NAME}) in {manifest['elapsed_s']:.1f} s")
+    return output_dir
+
+
+def _codebook_manifest(output_dir, settings, shards_dir, shard_manifest, sample, features, fit, teacher, elapsed_s):
+    """codebook.json: what was fitted, on which crops of which shards, with which k-means."""
     import sklearn
 
-    manifest = {
+    return {
         "format_version": CODEBOOK_FORMAT_VERSION,
         "key": output_dir.name,
         "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -105,24 +133,36 @@ def fit_codebook(shards_dir: str | Path, settings: TargetSettings, output_dir: P
         "feature_dim": int(features.shape[1]),
         "seed": settings.seed,
         "settings": settings.to_dict(),
-        "sample": {"crops": len(sample.crops), "frames": len(features), "crop_frames": settings.crop_frames,
-                   "rows_total": sample.rows_total, "rows_drawn": sample.rows_drawn,
-                   "rows_too_short": sample.rows_too_short},
-        "shards": {"dir": str(shards_dir), "fingerprint": shard_manifest["fingerprint"],
-                   "preset": shard_manifest["preset"]["name"], "num_rows": shard_manifest.get("num_rows"),
-                   "total_hours": shard_manifest.get("total_hours")},
-        "kmeans": {"library": f"scikit-learn {sklearn.__version__} MiniBatchKMeans", **settings.kmeans_parameters(),
-                   "random_state": settings.seed, "inertia": fit.inertia, "iterations": fit.iterations,
-                   "steps": fit.steps},
-        "elapsed_s": round(time.monotonic() - started, 3),
+        "sample": {
+            "crops": len(sample.crops),
+            "frames": len(features),
+            "crop_frames": settings.crop_frames,
+            "rows_total": sample.rows_total,
+            "rows_drawn": sample.rows_drawn,
+            "rows_too_short": sample.rows_too_short,
+        },
+        "shards": {
+            "dir": str(shards_dir),
+            "fingerprint": shard_manifest["fingerprint"],
+            "preset": shard_manifest["preset"]["name"],
+            "num_rows": shard_manifest.get("num_rows"),
+            "total_hours": shard_manifest.get("total_hours"),
+        },
+        "kmeans": {
+            "library": f"scikit-learn {sklearn.__version__} MiniBatchKMeans",
+            **settings.kmeans_parameters(),
+            "random_state": settings.seed,
+            "inertia": fit.inertia,
+            "iterations": fit.iterations,
+            "steps": fit.steps,
+        },
+        "elapsed_s": round(elapsed_s, 3),
     }
-    write_codebook(output_dir, fit.centroids, manifest, teacher=None if teacher is None else teacher.teacher)
-    log(f"targets: wrote {output_dir} ({CENTROIDS_NAME}, {CODEBOOK_MANIFEST_NAME}) in {manifest['elapsed_s']:.1f} s")
-    return output_dir
 
 
-def write_codebook(output_dir: Path, centroids: np.ndarray, manifest: dict, *,
-                   teacher: FrozenHubertTeacher | None = None) -> None:
+def write_codebook(
+    output_dir: Path, centroids: np.ndarray, manifest: dict, *, teacher: FrozenHubertTeacher | None = None
+) -> None:
     """Write into `<output_dir>.tmp-<pid>`, then rename: the folder appears finished or not at all."""
     temporary = output_dir.with_name(f"{output_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
@@ -145,11 +185,21 @@ def finished_codebook(directory: Path, shard_fingerprint: str, settings: TargetS
     return manifest["shards"]["fingerprint"] == shard_fingerprint and manifest["settings"] == settings.to_dict()
 
 
-def ensure_codebook(shards_dir: Path, *, features: str = "mfcc", clusters: int | None = None, crop_frames: int = 500,
-                    sample_fraction: float = 0.1, max_sample_crops: int | None = None, seed: int = 0,
-                    teacher_checkpoint: str | Path | None = None, teacher_layer: int | None = None,
-                    cache_dir: Path | None = None, device: str = "cpu",
-                    log: Callable[[str], None] = print_progress) -> Path:
+def ensure_codebook(
+    shards_dir: Path,
+    *,
+    features: str = "mfcc",
+    clusters: int | None = None,
+    crop_frames: int = 500,
+    sample_fraction: float = 0.1,
+    max_sample_crops: int | None = None,
+    seed: int = 0,
+    teacher_checkpoint: str | Path | None = None,
+    teacher_layer: int | None = None,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+    log: Callable[[str], None] = print_progress,
+) -> Path:
     """The codebook directory for these shards and settings: reused when a finished one is cached,
     fitted otherwise. Unset `clusters`, `max_sample_crops` and `teacher_layer` take HuBERT's choices for
     the features (mfcc: k 100; hubert: k 500, layer 6, at most 2,000 crops)."""

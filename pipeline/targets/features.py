@@ -1,6 +1,6 @@
 """Features the k-means stage clusters, computed by the function the model labels with.
 
-"mfcc" (HuBERT iteration 1): every 100 Hz frame of `models.hubert_labels.crop_mfcc_features`, the
+"mfcc" (HuBERT iteration 1): every 100 Hz frame of `models.wave.hubert_labels.crop_mfcc_features`, the
 crop padded as the encoder pads it. fairseq's learn_kmeans fits on all 100 Hz MFCC frames, though
 training uses every second one (label_rate 100 over 50 Hz frames); we do the same.
 """
@@ -13,17 +13,17 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from models.hubert_labels import MFCC_FEATURE_DIM, crop_mfcc_features
+from models.wave.hubert_labels import MFCC_FEATURE_DIM, crop_mfcc_features
 
 FEATURE_PARAMETERS = {
     # Recorded in the codebook manifest: what a reader needs to compute the same features again.
     "mfcc": {
         "kind": "mfcc",
-        "function": "models.hubert_labels.crop_mfcc_features",
+        "function": "models.wave.hubert_labels.crop_mfcc_features",
         "dim": MFCC_FEATURE_DIM,
         "frame_rate_hz": 100,
         "mfcc": "torchaudio.compliance.kaldi.mfcc(sample_frequency=16000, use_energy=False), other arguments "
-                "at their defaults (25 ms window, 10 ms shift, 23 mel bins, 13 cepstra, snip_edges)",
+        "at their defaults (25 ms window, 10 ms shift, 23 mel bins, 13 cepstra, snip_edges)",
         "deltas": "torchaudio.functional.compute_deltas, twice (win_length 5)",
         "crop_tail_padding_samples": 80,
         "input": "each crop normalised as the training reader does (waveform preset: per segment)",

@@ -32,9 +32,18 @@ def fit_kmeans(features: np.ndarray, settings: TargetSettings) -> KMeansFit:
             f"{len(features)} feature frames cannot fit {settings.clusters} clusters: pass fewer --clusters, a "
             "larger --sample-fraction / --max-sample-crops, or prepare more audio"
         )
-    model = MiniBatchKMeans(n_clusters=settings.clusters, random_state=settings.seed, compute_labels=False,
-                            init_size=None, **settings.kmeans_parameters())
+    model = MiniBatchKMeans(
+        n_clusters=settings.clusters,
+        random_state=settings.seed,
+        compute_labels=False,
+        init_size=None,
+        **settings.kmeans_parameters(),
+    )
     model.fit(features)
     inertia = -model.score(features) / len(features)
-    return KMeansFit(centroids=model.cluster_centers_.astype(np.float32), inertia=float(inertia),
-                     iterations=int(model.n_iter_), steps=int(model.n_steps_))
+    return KMeansFit(
+        centroids=model.cluster_centers_.astype(np.float32),
+        inertia=float(inertia),
+        iterations=int(model.n_iter_),
+        steps=int(model.n_steps_),
+    )

@@ -40,8 +40,9 @@ def check_waveform_manifest(shards_dir: str | Path, manifest: dict) -> None:
         )
 
 
-def read_sample_crops(shards_dir: str | Path, settings: TargetSettings,
-                      log: Callable[[str], None] = lambda line: None) -> SampledCrops:
+def read_sample_crops(
+    shards_dir: str | Path, settings: TargetSettings, log: Callable[[str], None] = lambda line: None
+) -> SampledCrops:
     """`ceil(sample_fraction x rows)` rows (at most `max_sample_crops`) drawn without replacement with
     `settings.seed`; each gives the crop the training reader would cut from it with that seed."""
     manifest = read_manifest(shards_dir)
@@ -54,8 +55,10 @@ def read_sample_crops(shards_dir: str | Path, settings: TargetSettings,
         raise ValueError(f"{shards_dir} has no segment rows (see its rejected.jsonl for why every input was rejected)")
     wanted = min(settings.max_sample_crops, math.ceil(settings.sample_fraction * rows_total))
     drawn = np.sort(np.random.default_rng(settings.seed).choice(rows_total, size=wanted, replace=False))
-    log(f"targets: drawing {wanted} of {rows_total} segment rows ({100 * wanted / rows_total:.1f}%) "
-        f"from {len(paths)} part files, one {settings.crop_frames}-frame crop each")
+    log(
+        f"targets: drawing {wanted} of {rows_total} segment rows ({100 * wanted / rows_total:.1f}%) "
+        f"from {len(paths)} part files, one {settings.crop_frames}-frame crop each"
+    )
     policy = crop_policy(manifest, crop_frames=settings.crop_frames, seed=settings.seed)
     parts, too_short, first_row = [], 0, 0
     for path, rows in zip(paths, rows_per_file):

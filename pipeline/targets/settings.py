@@ -48,8 +48,10 @@ class TargetSettings:
             raise ValueError(f"--features {self.features!r}: choose one of {list(FEATURE_KINDS)}")
         teacher_given = (self.teacher_checkpoint is not None, self.teacher_layer is not None)
         if teacher_given != (self.features == "hubert",) * 2:
-            raise ValueError("--features hubert needs --teacher CHECKPOINT_DIR and --teacher-layer L (HuBERT BASE: 6); "
-                             "--features mfcc takes neither")
+            raise ValueError(
+                "--features hubert needs --teacher CHECKPOINT_DIR and --teacher-layer L (HuBERT BASE: 6); "
+                "--features mfcc takes neither"
+            )
         for name in ("clusters", "crop_frames", "max_sample_crops", "max_iter", "batch_size", "n_init"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: must be a whole number >= 1")
@@ -74,5 +76,7 @@ class TargetSettings:
 
     def kmeans_parameters(self) -> dict:
         """The MiniBatchKMeans keyword arguments these settings fix (not the seed or k)."""
-        return {name: getattr(self, name) for name in
-                ("init", "max_iter", "batch_size", "tol", "max_no_improvement", "n_init", "reassignment_ratio")}
+        return {
+            name: getattr(self, name)
+            for name in ("init", "max_iter", "batch_size", "tol", "max_no_improvement", "n_init", "reassignment_ratio")
+        }

@@ -1,7 +1,7 @@
 """HuBERT iteration 2's feature source: a trained HuBERT checkpoint cut after one layer.
 
 `load_teacher` reads the checkpoint (sha256-checked, `pipeline.checkpoint`), keeps its encoder's
-first `layer` blocks as a `models.hubert_teacher.FrozenHubertTeacher`, and describes it for the
+first `layer` blocks as a `models.wave.hubert_teacher.FrozenHubertTeacher`, and describes it for the
 codebook manifest; the codebook folder then stores those weights, so students need only the folder.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.hubert import HuBERT
-from models.hubert_teacher import (
+from models.wave.hubert import HuBERT
+from models.wave.hubert_teacher import (
     TEACHER_WEIGHTS_NAME,
     FrozenHubertTeacher,
     truncated_teacher_config,
@@ -52,7 +52,7 @@ def load_teacher(checkpoint_dir: str | Path, layer: int, device: str = "cpu") ->
     kept = teacher.encoder.state_dict().keys()
     teacher.encoder.load_state_dict({name: value for name, value in model.encoder.state_dict().items() if name in kept})
     description = {
-        "kind": "hubert", "function": "models.hubert_teacher.FrozenHubertTeacher (block `layer`'s output)",
+        "kind": "hubert", "function": "models.wave.hubert_teacher.FrozenHubertTeacher (block `layer`'s output)",
         "layer": layer, "dim": config.encoder_dim, "frame_rate_hz": 50,
         "teacher_checkpoint": str(checkpoint_dir), "teacher_model": meta["model_name"],
         "teacher_step": meta.get("step"), "teacher_weights_sha256": meta[DIGESTS_KEY][WEIGHTS_FILE],
@@ -68,8 +68,13 @@ def save_teacher_weights(teacher: FrozenHubertTeacher, directory: Path) -> None:
     safetensors.torch.save_model(teacher.encoder, str(directory / TEACHER_WEIGHTS_NAME), force_contiguous=True)
 
 
-def teacher_features(teacher: FrozenHubertTeacher, crops: np.ndarray, *, batch_size: int = 8,
-                     log: Callable[[str], None] = lambda line: None) -> np.ndarray:
+def teacher_features(
+    teacher: FrozenHubertTeacher,
+    crops: np.ndarray,
+    *,
+    batch_size: int = 8,
+    log: Callable[[str], None] = lambda line: None,
+) -> np.ndarray:
     """float32 (n, T, 320) crops -> float32 (n x T, dim): the teacher layer's output, one row per 20 ms frame."""
     device = next(teacher.parameters()).device
     started, last_report, rows = time.monotonic(), time.monotonic(), []
@@ -79,5 +84,7 @@ def teacher_features(teacher: FrozenHubertTeacher, crops: np.ndarray, *, batch_s
         rows.append(frames.reshape(-1, frames.shape[-1]).float().cpu().numpy())
         if time.monotonic() - last_report > 10.0:
             last_report = time.monotonic()
-            log(f"targets: teacher features of {start + len(batch)}/{len(crops)} crops ({time.monotonic() - started:.0f} s)")
+            log(
+                f"targets: teacher features of {start + len(batch)}/{len(crops)} crops ({time.monotonic() - started:.0f} s)"
+            )
     return np.concatenate(rows) if rows else np.zeros((0, teacher.config.encoder_dim), np.float32)

@@ -6,13 +6,9 @@ from sweeps.study.tracking import refit_study
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Refit a study's scaling laws from MLflow, without retraining."
-    )
+    parser = argparse.ArgumentParser(description="Refit a study's scaling laws from MLflow, without retraining.")
     parser.add_argument("--study", required=True, help="the study run's name (as given to sweeps.scaling)")
-    parser.add_argument(
-        "--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store"
-    )
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store")
     parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
     args = parser.parse_args(argv)
     try:

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from sweeps.laws.fit import LogSpaceProblem, refit_from
 from sweeps.laws.fits import CHINCHILLA_HUBER_DELTA, fit_chinchilla
 from sweeps.laws.forms import ChinchillaLaw
+from sweeps.laws.optimizer import LogSpaceProblem, refit_from
 from sweeps.laws.result import LawFit
 
 # Hoffmann et al. (2022), as printed in the paper body.
@@ -114,12 +114,8 @@ def _format_params(params: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--csv", type=Path, default=default_chinchilla_csv(), help="Epoch AI's Figure 4 points"
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csv", type=Path, default=default_chinchilla_csv(), help="Epoch AI's Figure 4 points")
     parser.add_argument("--n-bootstrap", type=int, default=400, help="bootstrap resamples for the intervals")
     args = parser.parse_args(argv)
 

@@ -9,7 +9,7 @@ Two estimators for the quality laws (FitSettings.estimator):
 - "log_error": the robust alternative: least squares (or Huber) on log(1 - Q), Q_inf at least
   the best observed Q, exponents <= 2 (sweeps.laws.forms).
 
-Each fit: a converged multi-start optimizer (sweeps.laws.fit), percentile intervals
+Each fit: a converged multi-start optimizer (sweeps.laws.optimizer), percentile intervals
 from a bootstrap that resamples configurations (all seeds of a configuration together), AICc and
 BIC, and the leave-largest-out extrapolation error (fit without the largest scale, predict it).
 
@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.fit import (
+from sweeps.laws.forms import ChinchillaLaw, JointLaw, SaturatingLaw
+from sweeps.laws.inputs import MIN_POINTS, configuration_groups, validate_law_inputs
+from sweeps.laws.optimizer import (
     FitNotConvergedError,
     LogSpaceProblem,
     Optimum,
@@ -34,11 +36,8 @@ from sweeps.laws.fit import (
     information_criteria,
     minimize_converged,
 )
-from sweeps.laws.forms import ChinchillaLaw, JointLaw, SaturatingLaw
-from sweeps.laws.inputs import MIN_POINTS, configuration_groups, validate_law_inputs
 from sweeps.laws.reference import QSpaceLaw
 from sweeps.laws.result import FitDiagnostics, LawFit
-from sweeps.report.early_prediction import pearson_early_prediction
 
 __all__ = [
     "CHINCHILLA_HUBER_DELTA",
@@ -48,7 +47,6 @@ __all__ = [
     "fit_chinchilla",
     "fit_joint",
     "fit_saturating",
-    "pearson_early_prediction",
     "validate_law_inputs",
 ]
 
@@ -95,9 +93,7 @@ def _bootstrap_intervals(
     form: Any, thetas: np.ndarray, ci_level: float
 ) -> tuple[pd.DataFrame, dict[str, tuple[float, float]]]:
     """(one row of parameters per replicate, percentile interval per parameter; empty without replicates)."""
-    replicate_params = pd.DataFrame(
-        [form.params_from_theta(t) for t in thetas], columns=list(form.param_names)
-    )
+    replicate_params = pd.DataFrame([form.params_from_theta(t) for t in thetas], columns=list(form.param_names))
     tail = 100.0 * (1.0 - ci_level) / 2.0
     ci = {}
     if len(thetas):

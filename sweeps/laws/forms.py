@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sweeps.laws.fit import Bounds, log_sum_exp_terms
+from sweeps.laws.optimizer import Bounds, log_sum_exp_terms
 
 EXPONENT_BOUNDS = (1e-4, 2.0)
 # exp(-30) ~ 1e-13: the error floor of a law that saturates at Q_inf = 1.

@@ -27,26 +27,18 @@ def validate_law_inputs(
     y = _as_vector(target, target_name)
     for name, column in zip(inputs, columns):
         if len(column) != len(y):
-            raise ValueError(
-                f"{name} has {len(column)} values but {target_name} has {len(y)}; pass one per trial"
-            )
+            raise ValueError(f"{name} has {len(column)} values but {target_name} has {len(y)}; pass one per trial")
         if np.any(column <= 0):
-            raise ValueError(
-                f"{name} must be positive (the law uses its logarithm); got min {column.min():g}"
-            )
+            raise ValueError(f"{name} must be positive (the law uses its logarithm); got min {column.min():g}")
     if len(y) < MIN_POINTS:
         raise ValueError(
             f"need at least {MIN_POINTS} points to fit a scaling law, got {len(y)}; "
             "fewer cannot identify a 3-parameter law - run more configurations"
         )
     if quality and (np.any(y < 0) or np.any(y > 1)):
-        raise ValueError(
-            f"{target_name} must lie in [0, 1] (a HEAR-style score); got range [{y.min():g}, {y.max():g}]"
-        )
+        raise ValueError(f"{target_name} must lie in [0, 1] (a HEAR-style score); got range [{y.min():g}, {y.max():g}]")
     if quality and np.any(y == 1):
-        raise ValueError(
-            f"{target_name} contains 1.0: the fit works on the error 1 - {target_name}, which must be > 0"
-        )
+        raise ValueError(f"{target_name} contains 1.0: the fit works on the error 1 - {target_name}, which must be > 0")
     if not quality and np.any(y <= 0):
         raise ValueError(f"{target_name} must be positive (fitted in log space); got min {y.min():g}")
     return columns, y

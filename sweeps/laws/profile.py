@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from sweeps.laws.fit import LogSpaceProblem, minimize_converged, refit_from
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.laws.inputs import validate_law_inputs
+from sweeps.laws.optimizer import LogSpaceProblem, minimize_converged, refit_from
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,9 +37,7 @@ def profile_q_inf_interval(x: Any, q: Any, *, level: float = 0.95, n_grid: int =
     form = SaturatingLaw()
     log_x, log_y = np.log(column)[:, None], np.log(1.0 - y)
     bounds = form.bounds(log_y)
-    problem = LogSpaceProblem(
-        log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=bounds, huber_delta=None
-    )
+    problem = LogSpaceProblem(log_model=form.log_model, log_x=log_x, log_y=log_y, bounds=bounds, huber_delta=None)
     best = minimize_converged(problem, form.start_grid(log_x, log_y)).theta
     rss_min = _rss(problem, best)
 

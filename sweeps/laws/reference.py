@@ -3,7 +3,7 @@
 Deng et al. fit every law with scipy's curve_fit: squared residuals of Q (not of log(1 - Q)),
 Q_inf bounded to [0, 1], every other parameter bounded below by 0, at most 5000 iterations, and
 report R^2 of Eq. 8 on Q. `QSpaceLaw` wraps a log-error form of sweeps.laws.forms so that the
-same converged multi-start optimizer and configuration bootstrap (sweeps.laws.fit) minimise that
+same converged multi-start optimizer and configuration bootstrap (sweeps.laws.optimizer) minimise that
 objective instead:
 
 - the model is Q = 1 - exp(log e(theta)), its jacobian -e * d log e / d theta (chain rule), so
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from sweeps.laws.fit import Bounds
 from sweeps.laws.forms import LOG_ERROR_FLOOR
+from sweeps.laws.optimizer import Bounds
 
 # App. E: parameters other than Q_inf "greater than 0"; a positive floor keeps 1/alpha finite.
 POSITIVE_FLOOR = 1e-6

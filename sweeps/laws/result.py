@@ -49,9 +49,7 @@ class LawFit:
         if self.replicates.empty:
             nan = np.full(np.broadcast(*inputs).shape, np.nan)
             return nan, nan
-        predictions = np.array(
-            [self.form.predict(row, *inputs) for row in self.replicates.to_dict("records")]
-        )
+        predictions = np.array([self.form.predict(row, *inputs) for row in self.replicates.to_dict("records")])
         tail = 100.0 * (1.0 - self.ci_level) / 2.0
         low, high = np.percentile(predictions, [tail, 100.0 - tail], axis=0)
         return low, high

@@ -20,8 +20,12 @@ from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 
 def plot_quality_vs_rankme_by_architecture(
-    trials: pd.DataFrame, overall: LawFit | None, per_architecture: dict[str, LawFit], *,
-    info: StudyInfo | None = None, external: pd.DataFrame | None = None,
+    trials: pd.DataFrame,
+    overall: LawFit | None,
+    per_architecture: dict[str, LawFit],
+    *,
+    info: StudyInfo | None = None,
+    external: pd.DataFrame | None = None,
 ) -> Figure:
     points = checkpoint_rows(trials)
     figure, ax = plt.subplots(figsize=(7.4, 4.4))

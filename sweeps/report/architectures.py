@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import fit_saturating
+from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 from sweeps.report.checkpoints import checkpoint_rows
 
@@ -79,31 +79,42 @@ def rankme_predicts_q_at_base(table: pd.DataFrame) -> str | None:
     by_rankme = list(base.sort_values("base_rankme")["arch"])
     by_q = list(base.sort_values("base_q")["arch"])
     agree = by_rankme == by_q
-    return (f"At Base scale, ordering the architectures by RankMe ({' < '.join(by_rankme)}) "
-            f"{'gives the same order as' if agree else 'differs from'} ordering them by Q ({' < '.join(by_q)}).")
+    return (
+        f"At Base scale, ordering the architectures by RankMe ({' < '.join(by_rankme)}) "
+        f"{'gives the same order as' if agree else 'differs from'} ordering them by Q ({' < '.join(by_q)})."
+    )
 
 
-def architecture_markdown(
-    trials: pd.DataFrame, fits: dict[str, LawFit], skipped: dict[str, str]
-) -> list[str]:
+def architecture_markdown(trials: pd.DataFrame, fits: dict[str, LawFit], skipped: dict[str, str]) -> list[str]:
     """The report's architecture section: per-architecture Q(R) laws and the Table V analogue."""
     if not fits and not skipped:
         return []
-    lines = ["", "## Per architecture (Sec. IV-G, Fig. 7, Table V)", "",
-             "Each architecture's own Q(R) (its checkpoints only; the same estimator as the overall fit):", "",
-             "| architecture | points | q_inf | x_c | alpha | R² |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "",
+        "## Per architecture (Sec. IV-G, Fig. 7, Table V)",
+        "",
+        "Each architecture's own Q(R) (its checkpoints only; the same estimator as the overall fit):",
+        "",
+        "| architecture | points | q_inf | x_c | alpha | R² |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for arch, fit in fits.items():
         params = {name: f"{fit.params[name]:.4g}" for name in ("q_inf", "x_c", "alpha")}
-        lines.append(f"| {arch} | {fit.n_points} | {params['q_inf']} | {params['x_c']} | {params['alpha']} | "
-                     f"{fit.r2:.3f} |")
+        lines.append(
+            f"| {arch} | {fit.n_points} | {params['q_inf']} | {params['x_c']} | {params['alpha']} | {fit.r2:.3f} |"
+        )
     for arch, reason in skipped.items():
         lines.append(f"| {arch} | - | not fitted: {reason} | | | |")
     table = architecture_scale_table(trials)
     if len(table):
-        lines += ["", "RankMe R / Q at Base and Large scale (Table V's analogue; the study's published values "
-                      "beside them, measured on HEAR with public-scale pretraining):", "",
-                  "| architecture | Base (R / Q) | Large (R / Q) | models | paper Base | paper Large |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "RankMe R / Q at Base and Large scale (Table V's analogue; the study's published values "
+            "beside them, measured on HEAR with public-scale pretraining):",
+            "",
+            "| architecture | Base (R / Q) | Large (R / Q) | models | paper Base | paper Large |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for _, row in table.iterrows():
             paper = PAPER_TABLE_V.get(row["arch"], {})
             models = "; ".join(m for m in (row["base_model"], row["large_model"]) if m)

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr
 
+from sweeps.protocol.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
 from sweeps.report.study_info import rankme_axis_label
-from sweeps.study.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
 
 # Paper Sec. IV-E, Table III: Pearson r between RankMe at an early step and HEAR at 700k steps
 # (the end of training), across 45 models.
@@ -111,7 +111,7 @@ def simulate_rankme_early_stop(
 ) -> pd.DataFrame:
     """What stopping the low-RankMe trials at each logged step would have saved, and cost.
 
-    At step s, apply the early-stop rule (`sweeps.study.early_stop_rule.should_stop`, the live
+    At step s, apply the early-stop rule (`sweeps.protocol.early_stop_rule.should_stop`, the live
     scheduler's rule) to every trial with a RankMe there, all trials seen at once: keep the top
     ceil(keep_fraction x n) by RankMe and stop the rest there. Columns: step, trials_kept,
     steps_saved_fraction (of all trials' steps), best_kept (whether the trial with the best final
@@ -133,8 +133,12 @@ def simulate_rankme_early_stop(
         kept = {names[i] for i in range(len(names)) if i not in stopped}
         saved = float(np.sum(total_steps[stopped] - step) / max(total_steps.sum(), 1.0))
         rows.append(
-            {"step": step, "trials_kept": len(at_step) - len(stopped), "steps_saved_fraction": saved,
-             "best_kept": best in kept}  # fmt: skip
+            {
+                "step": step,
+                "trials_kept": len(at_step) - len(stopped),
+                "steps_saved_fraction": saved,
+                "best_kept": best in kept,
+            }  # fmt: skip
         )
     return pd.DataFrame(rows, columns=["step", "trials_kept", "steps_saved_fraction", "best_kept"])
 

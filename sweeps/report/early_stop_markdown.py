@@ -1,18 +1,18 @@
 """The report's early-stop section: the RankMe early-stop rule replayed on a study's finished trials,
-at its decision step and at every logged step (sweeps.study.early_stop_rule is the rule)."""
+at its decision step and at every logged step (sweeps.protocol.early_stop_rule is the rule)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sweeps.report.early_prediction import simulate_rankme_early_stop
-from sweeps.report.fits import usable_trials
-from sweeps.study.early_stop_rule import (
+from sweeps.protocol.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DecisionReplay,
     replay_decision_point,
 )
+from sweeps.report.early_prediction import simulate_rankme_early_stop
+from sweeps.report.fits import usable_trials
 
 
 def row_names(trials: pd.DataFrame) -> list[str]:

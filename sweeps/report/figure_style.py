@@ -43,7 +43,11 @@ def readable_log_ticks(ax, values: pd.Series, *, axis: str = "x") -> None:
 
 
 def trial_names(trials: pd.DataFrame) -> pd.Series:
-    return trials["trial"].astype(str) if "trial" in trials.columns else pd.Series(trials.index.astype(str), index=trials.index)
+    return (
+        trials["trial"].astype(str)
+        if "trial" in trials.columns
+        else pd.Series(trials.index.astype(str), index=trials.index)
+    )
 
 
 def label_points(ax, trials: pd.DataFrame, column: str) -> None:
@@ -55,7 +59,10 @@ def label_points(ax, trials: pd.DataFrame, column: str) -> None:
     if "step" in trials.columns:
         ordered = ordered.sort_values("step")
     anchors = sorted(
-        ((name, float(rows.iloc[-1][column]), float(rows.iloc[-1]["q"])) for name, rows in ordered.groupby("_name", sort=False)),
+        (
+            (name, float(rows.iloc[-1][column]), float(rows.iloc[-1]["q"]))
+            for name, rows in ordered.groupby("_name", sort=False)
+        ),
         key=lambda anchor: anchor[2],
     )
     q = pd.to_numeric(trials["q"], errors="coerce")

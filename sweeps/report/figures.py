@@ -89,9 +89,7 @@ def plot_quality_vs(
         ax.plot(x, fit.predict(x), color="tab:blue", label=f"fit (R² {fit.r2:.3f})")
         low, high = fit.predict_interval(x)
         if np.all(np.isfinite(low)):
-            ax.fill_between(
-                x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band"
-            )
+            ax.fill_between(x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band")
         span = float(np.ptp(trials["q"])) or 0.05
         if fit.params["q_inf"] <= trials["q"].max() + span:  # far above the data it only squashes the points
             ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
@@ -184,7 +182,9 @@ def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) ->
         pairs = [(trial[fraction][1], q) for trial, q in zip(points, trials["q"]) if fraction in trial]
         rankmes, qs = np.array(pairs).T
         scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"{100 * fraction:.1f}% of training")
-    scatter_ax.set(xlabel=f"{rankme_axis_label(trials)} at that step", ylabel="final Q", title="early RankMe vs final Q")
+    scatter_ax.set(
+        xlabel=f"{rankme_axis_label(trials)} at that step", ylabel="final Q", title="early RankMe vs final Q"
+    )
     if len(correlations):  # fewer than 3 trials at every fraction: nothing plotted, no legend
         scatter_ax.legend(fontsize="x-small")
     r_ax.plot(correlations["fraction"], correlations["pearson_r"], marker="o", label="this study")

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
+from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 from sweeps.report.architectures import fit_architecture_laws
 from sweeps.report.checkpoints import checkpoint_rows
@@ -100,7 +100,8 @@ def parameters_disagree(reference: LawFit, alternative: LawFit) -> list[str]:
     return sorted(
         name
         for name in reference.ci.keys() & alternative.ci.keys()
-        if apart(reference.ci[name][1], alternative.ci[name][0]) or apart(alternative.ci[name][1], reference.ci[name][0])
+        if apart(reference.ci[name][1], alternative.ci[name][0])
+        or apart(alternative.ci[name][1], reference.ci[name][0])
     )
 
 

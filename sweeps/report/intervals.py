@@ -6,7 +6,7 @@ have no random state (pipeline.evaluate.probes.scene), so their seeds repeat one
 interval is zero wide by construction, not by measurement. Such intervals are declared "n/a" with
 the reason, never clipped into [0, 1] (a clipped interval would look informative). Their noise is
 the test split's instead: a bootstrap over test clips (`q_interval_over` "test clips",
-pipeline.evaluate.probes.test_bootstrap) gives them an interval that is judged on its own.
+pipeline.evaluate.probes.bootstrap) gives them an interval that is judged on its own.
 """
 
 from __future__ import annotations
@@ -72,5 +72,7 @@ def q_intervals(trials: pd.DataFrame, info: StudyInfo) -> list[IntervalVerdict]:
     nan = pd.Series(np.nan, index=trials.index)
     low, high = trials.get("q_ci_low", nan), trials.get("q_ci_high", nan)
     over = trials.get("q_interval_over", pd.Series("", index=trials.index))
-    return [informative_interval(lo, hi, seeds, info.probe, kind if isinstance(kind, str) else "")
-            for lo, hi, seeds, kind in zip(low, high, info.seeds_of(trials), over)]
+    return [
+        informative_interval(lo, hi, seeds, info.probe, kind if isinstance(kind, str) else "")
+        for lo, hi, seeds, kind in zip(low, high, info.seeds_of(trials), over)
+    ]

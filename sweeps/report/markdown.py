@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
+from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
@@ -25,7 +26,6 @@ from sweeps.report.q_of_r_markdown import q_of_r_section
 from sweeps.report.rankme_pool_check import rankme_pool_lines
 from sweeps.report.study_info import StudyInfo
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, task_laws_markdown
-from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 
 # Figure file -> what it shows (the alt text, shown where an image cannot load).
 FIGURE_CAPTIONS = {
@@ -93,8 +93,13 @@ def fit_table_markdown(study: StudyFits) -> str:
     for name, fit in study.fits.items():
         params = "; ".join(
             f"{key} {_format_value(value)}"
-            + (f" ({NO_CEILING})" if q_inf_pinned_at_one(fit, key)
-               else f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})" if key in fit.ci else "")
+            + (
+                f" ({NO_CEILING})"
+                if q_inf_pinned_at_one(fit, key)
+                else f" ({_format_value(fit.ci[key][0])}-{_format_value(fit.ci[key][1])})"
+                if key in fit.ci
+                else ""
+            )
             for key, value in fit.params.items()
         )
         lines.append(
@@ -108,8 +113,11 @@ def fit_table_markdown(study: StudyFits) -> str:
 def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
     """One plain sentence per law, flagging a Q_inf at its bound 1 or at/below the best observed Q."""
     q_inf = fit.params["q_inf"]
-    interval = "" if q_inf_pinned_at_one(fit, "q_inf") else (
-        f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else "")
+    interval = (
+        ""
+        if q_inf_pinned_at_one(fit, "q_inf")
+        else (f" (95% {fit.ci['q_inf'][0]:.3f}-{fit.ci['q_inf'][1]:.3f})" if "q_inf" in fit.ci else "")
+    )
     if q_inf >= 1.0 - 1e-9:
         saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
     elif q_inf <= trials["q"].max() + 1e-9:
@@ -204,13 +212,16 @@ def study_markdown(
     if best is not None:
         described = ", ".join(
             f"{c}={best[c]:.4g}" if isinstance(best[c], float) else f"{c}={best[c]}"
-            for c in ("trial", "arch", "n_params", "hours", "mask_ratio") if c in trials.columns
+            for c in ("trial", "arch", "n_params", "hours", "mask_ratio")
+            if c in trials.columns
         )
         sections.append(f"Best final-checkpoint quality Q = {best['q']:.4f} ({described}).")
         if len(points) > len(trials):  # an earlier checkpoint may score higher than any last one
             top = points.loc[points["q"].idxmax()]
-            sections.append(f"Best of all evaluated checkpoints: {top['trial']} at step {int(top['step'])}, "
-                            f"Q = {top['q']:.4f}, RankMe R {top['rankme']:.2f}.")
+            sections.append(
+                f"Best of all evaluated checkpoints: {top['trial']} at step {int(top['step'])}, "
+                f"Q = {top['q']:.4f}, RankMe R {top['rankme']:.2f}."
+            )
     sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
     sections += ["", "## Fitted laws", ""]
     if study.fits:

@@ -51,7 +51,12 @@ def same_probe_baseline(probe: str) -> list[tuple[dict[str, float], str]]:
     """[(table, source)] of the naive features under `probe`, or [] where none was measured."""
     if probe not in NAIVE_BASELINE_BY_PROBE:
         return []
-    return [(NAIVE_BASELINE_BY_PROBE[probe], f"the same features under the study's {probe} probe, benchmarks/q_noise_floor.py")]
+    return [
+        (
+            NAIVE_BASELINE_BY_PROBE[probe],
+            f"the same features under the study's {probe} probe, benchmarks/q_noise_floor.py",
+        )
+    ]
 
 
 def naive_mean(tasks: list[str] | None = None, table: dict[str, float] | None = None) -> float:

@@ -54,7 +54,12 @@ def _interval_columns(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_q_trend(
-    trials: pd.DataFrame, column: str, fit: LawFit | None, *, law: str, label: str | None = None,
+    trials: pd.DataFrame,
+    column: str,
+    fit: LawFit | None,
+    *,
+    law: str,
+    label: str | None = None,
     no_interval: str = "one probe seed, or a study logged before intervals were recorded",
 ) -> TrendCheck:
     """Run the three checks on `trials` (one row per trial: `column`, q, optional q_ci_low/high);

@@ -2,14 +2,14 @@
 
 RankMe depends on the clips it embeds and grows with N, so Q(R) and early prediction are only
 meaningful when every trial's R (training and evaluation) was measured on the same RankMe pool with
-the same N (pipeline.shards.rankme_pool). The report says so plainly instead of fitting silently.
+the same N (pipeline.rankme.pool). The report says so plainly instead of fitting silently.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.shards.rankme_pool import MIN_SAMPLES_PER_FEATURE
+from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
 
 
 def _distinct(table: pd.DataFrame, column: str) -> list:

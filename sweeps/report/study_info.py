@@ -1,7 +1,7 @@
 """What the report knows about the study beside its trial table: name, grid, probe, seeds; and the
 names it shows for them (one name per quantity, the same in tables, figures and MLflow).
 
-`rankme` is RankMe on the study's RankMe pool (pipeline.pool_rankme), the R of every fit and of
+`rankme` is RankMe on the study's RankMe pool (pipeline.rankme.model_rankme), the R of every fit and of
 early prediction, measured the same way in training and evaluation; `task_rankme` is the
 evaluation's diagnostic on task audio and is never R.
 """

@@ -69,8 +69,10 @@ def _initialisation_line(trials: pd.DataFrame, best_index: int, intervals: list[
     q0 = float(trials["q"].iloc[initial[0]])
     word = "above" if best["q"] > q0 else "not above"
     noise = noise_note(best["q"] - q0, [intervals[best_index], intervals[initial[0]]])
-    return (f"vs initialisation: Q {best['q']:.4f} is {word} its step-0 Q {q0:.4f} "
-            f"(95% {intervals[initial[0]].cell()}): {best['q'] - q0:+.4f}{noise}")
+    return (
+        f"vs initialisation: Q {best['q']:.4f} is {word} its step-0 Q {q0:.4f} "
+        f"(95% {intervals[initial[0]].cell()}): {best['q'] - q0:+.4f}{noise}"
+    )
 
 
 def baseline_lines(best: pd.Series, trials: pd.DataFrame, probe: str = "") -> list[str]:
@@ -85,7 +87,9 @@ def baseline_lines(best: pd.Series, trials: pd.DataFrame, probe: str = "") -> li
                      f"({best['q'] - mean:+.4f})")  # fmt: skip
         if tasks:
             above = [t for t in tasks if float(best[f"score/{t}"]) > table[t]]
-            lines.append(f"  above it on {len(above)} of {len(tasks)} tasks" + (f": {', '.join(above)}" if above else ""))
+            lines.append(
+                f"  above it on {len(above)} of {len(tasks)} tasks" + (f": {', '.join(above)}" if above else "")
+            )
     return lines
 
 
@@ -109,7 +113,9 @@ def summary_lines(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None 
     return lines
 
 
-def mlflow_ui_lines(tracking_uri: str, experiment_id: str, bin_dir: str | Path, *, port: int = MLFLOW_UI_PORT) -> list[str]:
+def mlflow_ui_lines(
+    tracking_uri: str, experiment_id: str, bin_dir: str | Path, *, port: int = MLFLOW_UI_PORT
+) -> list[str]:
     """A command that works as printed (`mlflow` lives in the venv, not on PATH) and the URL to open."""
     mlflow = Path(bin_dir) / "mlflow"
     return [

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.fit import FitNotConvergedError
 from sweeps.laws.fits import fit_saturating
+from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 
 TASK_SCORE_PREFIX = "score/"
@@ -72,7 +72,9 @@ def fit_task_laws(
         scores = pd.to_numeric(trials[column], errors="coerce")
         rows = trials[np.isfinite(scores) & np.isfinite(pd.to_numeric(trials["rankme"], errors="coerce"))]
         if rows["rankme"].nunique() < min_distinct:
-            skipped[task] = f"only {rows['rankme'].nunique()} distinct RankMe value(s) with a score; need >= {min_distinct}"
+            skipped[task] = (
+                f"only {rows['rankme'].nunique()} distinct RankMe value(s) with a score; need >= {min_distinct}"
+            )
             continue
         groups = rows["configuration"].to_numpy() if "configuration" in rows.columns else None
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pipeline import tracking
+from pipeline.tracking import runs as tracking
 
 TASK_SCORE_PREFIX = "score/"  # as sweeps.report.task_laws names the per-task columns
 POINTS_COLUMN = "checkpoint_points"  # trial table column: {step: {"rankme", "q", "score/<task>"}}
@@ -54,7 +54,9 @@ def checkpoint_points_of(metrics: dict[str, list[tuple[int, float]]]) -> dict[in
             continue  # a point needs both R and Q
         point = {"rankme": rankme_by_step[step], "q": q}
         for key, history in metrics.items():
-            if (key.startswith(TASK_SCORE_PREFIX) or key in INTERVAL_KEYS) and (value := dict(history).get(step)) is not None:
+            if (key.startswith(TASK_SCORE_PREFIX) or key in INTERVAL_KEYS) and (
+                value := dict(history).get(step)
+            ) is not None:
                 point[key] = value
         points[int(step)] = point
     return points

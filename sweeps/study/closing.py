@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import tracking
+from pipeline.tracking import runs as tracking
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
 from sweeps.study.tracking import STUDY_EXPERIMENT, study_info
 

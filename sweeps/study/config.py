@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.evaluate.probes.scene import SCENE_PROBES
-from sweeps.study.early_stop_rule import (
+from sweeps.protocol.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DEFAULT_MIN_SAMPLES,
     validate_rule,
 )
-from sweeps.study.recipe import default_eval_checkpoints
+from sweeps.protocol.recipe import default_eval_checkpoints
 
 # The trial runner Ray workers import by name: pretrain, then evaluate.
 REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
@@ -41,13 +41,13 @@ class StudyConfig:
     # The scene probe that scores every trial (pipeline.evaluate.probes.scene.SCENE_PROBES: hear |
     # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "knn" for "cpu_default".
     probe: str | None = None
-    # Checkpoints each trial evaluates (sweeps.study.recipe.evaluation_steps_for): "all" or "final";
+    # Checkpoints each trial evaluates (sweeps.protocol.recipe.evaluation_steps_for): "all" or "final";
     # None: the profile's ("all" for cpu_default: its Q(R) points are checkpoints; "final" for paper).
     eval_checkpoints: str | None = None
 
     quiet: bool = False  # no progress lines (sweeps.study.progress) on stderr
 
-    # The analysis and RankMe early stopping (sweeps.study.early_stop_rule).
+    # The analysis and RankMe early stopping (sweeps.protocol.early_stop_rule).
     n_bootstrap: int = 200  # bootstrap resamples per law
     rankme_early_stop: bool = False
     early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION
@@ -60,8 +60,10 @@ class StudyConfig:
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ValueError(f"--max-concurrent must be at least 1 trial at once, got {self.max_concurrent}")
         if self.cpus_per_trial < 0 or self.gpus_per_trial < 0 or self.n_bootstrap < 0:
-            raise ValueError(f"--cpus-per-trial, --gpus-per-trial and --n-bootstrap must not be negative; got "
-                             f"{self.cpus_per_trial}, {self.gpus_per_trial}, {self.n_bootstrap}")
+            raise ValueError(
+                f"--cpus-per-trial, --gpus-per-trial and --n-bootstrap must not be negative; got "
+                f"{self.cpus_per_trial}, {self.gpus_per_trial}, {self.n_bootstrap}"
+            )
 
     @property
     def resolved_probe(self) -> str:

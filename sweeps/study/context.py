@@ -28,9 +28,9 @@ class StudyContext:
     # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
     # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
     eval_workers: int = 1
-    # The grid profile, whose training recipe (sweeps.study.recipe) every trial's pretraining uses.
+    # The grid profile, whose training recipe (sweeps.protocol.recipe) every trial's pretraining uses.
     profile: str = "cpu_default"
-    # Checkpoints each trial evaluates besides the last (sweeps.study.recipe.evaluation_steps_for).
+    # Checkpoints each trial evaluates besides the last (sweeps.protocol.recipe.evaluation_steps_for).
     eval_checkpoints: str = "final"
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False

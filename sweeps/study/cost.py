@@ -154,7 +154,12 @@ def trial_hours(max_hours: float | None, profile: str) -> float:
 
 
 def cost_trial(
-    config: PretrainConfig, *, training_flops: float, parameters: int, frontend_preset: str, hours: float,
+    config: PretrainConfig,
+    *,
+    training_flops: float,
+    parameters: int,
+    frontend_preset: str,
+    hours: float,
     assumptions: CostAssumptions,
 ) -> TrialCost:
     return TrialCost(

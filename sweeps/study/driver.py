@@ -28,7 +28,7 @@ from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
 from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 from pipeline.ray_session import connect_ray
-from pipeline.run_lifecycle import killed_on_interrupt
+from pipeline.tracking.lifecycle import killed_on_interrupt
 from sweeps.report.fits import StudyFits
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext, child_run_name
@@ -108,8 +108,10 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     finished = _finished_trials(context.tracking_uri, parent.run_id)
     remaining = [t for t in trials if t.name not in finished]
     say = progress_writer(quiet=config.quiet)
-    say(f"{context.study_name}: {len(trials)} trials ({len(remaining)} to run); {context.probe} probe, "
-        f"{context.eval_checkpoints} checkpoints evaluated per trial; MLflow: {context.tracking_uri}")
+    say(
+        f"{context.study_name}: {len(trials)} trials ({len(remaining)} to run); {context.probe} probe, "
+        f"{context.eval_checkpoints} checkpoints evaluated per trial; MLflow: {context.tracking_uri}"
+    )
     with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
         failed = _run_trials(config, remaining, context, say) if remaining else []
     table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
@@ -148,7 +150,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         )
     earlier_probe = tracking.read_run(uri, existing)["params"].get("probe") if existing is not None else None
     if earlier_probe not in (None, config.resolved_probe):  # Q compares only within one probe
-        raise ValueError(f"study {study_name!r} scores its trials with the {earlier_probe} probe; resume it with --probe {earlier_probe}")
+        raise ValueError(
+            f"study {study_name!r} scores its trials with the {earlier_probe} probe; resume it with --probe {earlier_probe}"
+        )
     parent = tracking.start_or_resume_run(
         tracking_uri=uri,
         experiment_name=STUDY_EXPERIMENT,
@@ -156,7 +160,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         tags={"audioscale.grid": config.grid, "audioscale.profile": config.profile},
     )
     # The probe is part of the study, recorded on its run: Q compares only within one probe.
-    parent.log_params({"grid": config.grid, "profile": config.profile, "n_trials": n_trials, "probe": config.resolved_probe})
+    parent.log_params(
+        {"grid": config.grid, "profile": config.profile, "n_trials": n_trials, "probe": config.resolved_probe}
+    )
     context = StudyContext(
         study_name=study_name,
         parent_run_id=parent.run_id,
@@ -169,7 +175,7 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         rankme_early_stop=config.rankme_early_stop,
         # A CPU-default study must finish in minutes: cheaper probe schedule (its default), two seeds.
         probe=config.resolved_probe,
-        profile=config.profile,  # the training recipe (sweeps.study.recipe)
+        profile=config.profile,  # the training recipe (sweeps.protocol.recipe)
         # The linear and kNN probes have no random state: one seed is all there is to measure.
         eval_seeds=1 if config.resolved_probe in DETERMINISTIC_PROBES else 2 if config.profile == "cpu_default" else 3,
         eval_checkpoints=config.resolved_eval_checkpoints,
@@ -204,8 +210,9 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
             prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
         progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent)]
-        failed = _fan_out(trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler,
-                          callbacks=progress)
+        failed = _fan_out(
+            trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler, callbacks=progress
+        )
         if scheduler is not None:
             _record_stopped_trials(scheduler, trials, context)
     finally:
@@ -271,9 +278,7 @@ def _fan_out(
     return sorted(result.config["trial"]["name"] for result in results if result.error is not None)
 
 
-def _record_stopped_trials(
-    scheduler: RankMeEarlyStopScheduler, trials: list[TrialSpec], context: StudyContext
-) -> None:
+def _record_stopped_trials(scheduler: RankMeEarlyStopScheduler, trials: list[TrialSpec], context: StudyContext) -> None:
     """Mark the child runs of trials the scheduler stopped; one that finished first stays ok."""
     specs = {t.name: t for t in trials}
     for name, check in scheduler.stopped_trials().items():

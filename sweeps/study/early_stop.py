@@ -1,6 +1,6 @@
 """Live RankMe early stopping: a Tune scheduler that stops trials whose early RankMe is low.
 
-The rule is `sweeps.study.early_stop_rule` (the one the report replays on finished trials), applied
+The rule is `sweeps.protocol.early_stop_rule` (the one the report replays on finished trials), applied
 online: at its decision step (by default the first RankMe step at or after 25% of the trial's
 planned steps) a trial is stopped when its RankMe is not among the top ceil(keep_fraction x n) of
 the n RankMe values seen at that step so far (its own included). The first `min_samples - 1`
@@ -26,7 +26,7 @@ import pandas as pd
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sweeps.study.early_stop_rule import (
+from sweeps.protocol.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
     DEFAULT_KEEP_FRACTION,
     DEFAULT_MIN_SAMPLES,
@@ -168,7 +168,7 @@ class EarlyStopSummary:
             "## RankMe early stopping (live)",
             "",
             f"Rule: keep the top {100 * self.keep_fraction:.0f}% by RankMe at "
-            f"{100 * self.check_fraction:.0f}% of each trial's steps (sweeps.study.early_stop_rule).",
+            f"{100 * self.check_fraction:.0f}% of each trial's steps (sweeps.protocol.early_stop_rule).",
             f"Stopped trials: {stopped}. Steps saved: {100 * self.steps_saved_fraction:.0f}% of planned steps.",
             verdict,
         ])  # fmt: skip

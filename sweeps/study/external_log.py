@@ -18,12 +18,12 @@ import tempfile
 from collections import Counter
 from typing import Any
 
-from pipeline import tracking
 from pipeline.cli_errors import UserError
 from pipeline.evaluate.hear_module import HearModule
 from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.evaluate.tracking import evaluation_metrics
-from pipeline.shards.rankme_pool import RankMePool, select_pool
+from pipeline.rankme.pool import RankMePool, select_pool
+from pipeline.tracking import runs as tracking
 from sweeps.report.fits import TASK_SCORE_PREFIX
 from sweeps.study.context import child_run_name
 from sweeps.study.external_points import (
@@ -40,8 +40,10 @@ from sweeps.study.tracking import STUDY_EXPERIMENT
 def study_run_id(tracking_uri: str, study_name: str) -> str:
     run_id = tracking.find_run_id(tracking_uri, STUDY_EXPERIMENT, study_name)
     if run_id is None:
-        raise UserError(f"--study {study_name}: no study run of that name in experiment {STUDY_EXPERIMENT!r} at "
-                        f"{tracking_uri}; check --study and --tracking-uri (the MLflow UI lists the study runs)")
+        raise UserError(
+            f"--study {study_name}: no study run of that name in experiment {STUDY_EXPERIMENT!r} at "
+            f"{tracking_uri}; check --study and --tracking-uri (the MLflow UI lists the study runs)"
+        )
     return run_id
 
 
@@ -52,20 +54,27 @@ def _recorded_text(params: dict, key: str) -> str | None:
 
 def study_rankme_pool(tracking_uri: str, parent_run_id: str, study_name: str) -> RankMePool:
     """The RankMe pool most of the study's trials measured R on (see the module doc)."""
-    trials = [run for run in trial_runs(tracking.list_child_runs(tracking_uri, parent_run_id))
-              if _recorded_text(run["params"], "rankme_pool") and _recorded_text(run["params"], "crop_frames")]
+    trials = [
+        run
+        for run in trial_runs(tracking.list_child_runs(tracking_uri, parent_run_id))
+        if _recorded_text(run["params"], "rankme_pool") and _recorded_text(run["params"], "crop_frames")
+    ]
     if not trials:
-        raise UserError(f"--study {study_name}: no trial records its RankMe pool (params rankme_pool, crop_frames); "
-                        "pass --rankme-shards DIR and --rankme-crop-frames N to measure R on a pool of your choice")
+        raise UserError(
+            f"--study {study_name}: no trial records its RankMe pool (params rankme_pool, crop_frames); "
+            "pass --rankme-shards DIR and --rankme-crop-frames N to measure R on a pool of your choice"
+        )
     fingerprint, _ = Counter(run["params"]["rankme_pool"] for run in trials).most_common(1)[0]
     params, tags = next((run["params"], run["tags"]) for run in trials if run["params"]["rankme_pool"] == fingerprint)
     shards = _recorded_text(params, "rankme_shards_dir") or _recorded_text(params, "shards_dir")
     n = number(tags.get("resumed_param.rankme_n", params.get("rankme_n")))
     pool = select_pool(shards, crop_frames=int(params["crop_frames"]), n=None if math.isnan(n) else int(n))
     if pool.fingerprint != fingerprint:
-        raise UserError(f"--study {study_name}: the pool re-derived from {shards} has fingerprint {pool.fingerprint}, "
-                        f"the trials measured on {fingerprint}: the shards changed since; pass --rankme-shards DIR "
-                        "(R is then on another pool and does not compare with the trials')")
+        raise UserError(
+            f"--study {study_name}: the pool re-derived from {shards} has fingerprint {pool.fingerprint}, "
+            f"the trials measured on {fingerprint}: the shards changed since; pass --rankme-shards DIR "
+            "(R is then on another pool and does not compare with the trials')"
+        )
     return pool
 
 
@@ -75,8 +84,14 @@ def study_probe(tracking_uri: str, parent_run_id: str) -> str:
 
 
 def log_external_point(
-    result: EvaluationResult, hear: HearModule, *, tracking_uri: str, parent_run_id: str, study_name: str,
-    label: str, tasks_dir: str,
+    result: EvaluationResult,
+    hear: HearModule,
+    *,
+    tracking_uri: str,
+    parent_run_id: str,
+    study_name: str,
+    label: str,
+    tasks_dir: str,
 ) -> str:
     """Write `result` as an external child run of the study run; returns its run id."""
     tags = {EXTERNAL_TAG: "true", HEAR_MODULE_TAG: hear.name, MODEL_DIGEST_TAG: hear.model_file_digest,

@@ -48,4 +48,6 @@ def external_points_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
         for run in runs
         if is_external(run)
     ]
-    return pd.DataFrame(rows, columns=["name", "rankme", "q", "hear_module", "model_file_sha256", "rankme_pool", "run_id"])
+    return pd.DataFrame(
+        rows, columns=["name", "rankme", "q", "hear_module", "model_file_sha256", "rankme_pool", "run_id"]
+    )

@@ -88,9 +88,7 @@ CPU_STEPS = [25, 50, 100, 200]
 
 
 def _mask_ratio_points(profile: str) -> list[GridPoint]:
-    ratios = (
-        [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
-    )
+    ratios = [round(0.30 + 0.05 * i, 2) for i in range(14)] if profile == "paper" else [0.5, 0.6, 0.7, 0.8, 0.9]
     hours = PAPER_MASK_GRID_HOURS if profile == "paper" else None
     return [GridPoint(label=f"mask{r:.2f}", mask_ratio=r, base_hours=hours, coordinate=r) for r in ratios]
 
@@ -99,8 +97,11 @@ def _size_points(profile: str) -> list[GridPoint]:
     if profile == "paper":
         return [
             GridPoint(
-                label=f"mae-en{w}-{d}", model_name=f"mae-en{w}-{d}", arch="mae",
-                base_hours=PAPER_SIZE_COMPUTE_HOURS, coordinate=f"mae-en{w}-{d}",
+                label=f"mae-en{w}-{d}",
+                model_name=f"mae-en{w}-{d}",
+                arch="mae",
+                base_hours=PAPER_SIZE_COMPUTE_HOURS,
+                coordinate=f"mae-en{w}-{d}",
             )  # fmt: skip
             for w, d in PAPER_SIZES
         ]
@@ -131,8 +132,14 @@ def _compute_points(profile: str) -> list[GridPoint]:
 def _arch_points(profile: str) -> list[GridPoint]:
     """The study's Sec. IV-G architectures (sweeps.study.arch_grid) plus our own masked-modelling families."""
     return [
-        GridPoint(label=point.label, model_name=point.model_name, arch=point.arch, model_overrides=dict(point.overrides),
-                  coordinate=point.label, scale=point.scale)
+        GridPoint(
+            label=point.label,
+            model_name=point.model_name,
+            arch=point.arch,
+            model_overrides=dict(point.overrides),
+            coordinate=point.label,
+            scale=point.scale,
+        )
         for point in architecture_points(profile)
     ]
 

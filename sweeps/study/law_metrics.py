@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from pipeline import tracking
+from pipeline.tracking import runs as tracking
 from sweeps.report.fits import StudyFits, parameters_disagree, usable_trials
 from sweeps.report.markdown import extrapolation_cell
 

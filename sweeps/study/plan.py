@@ -1,6 +1,6 @@
 """`python -m sweeps.scaling --grid NAME --plan`: every trial's resolved configuration and cost, nothing run.
 
-A trial's pretraining fields come from `sweeps.study.recipe.trial_overrides`, the same call the real
+A trial's pretraining fields come from `sweeps.protocol.recipe.trial_overrides`, the same call the real
 trial makes (`sweeps.study.trial.trial_pretrain_config`), so the plan shows what would run. Each
 trial, and the study in total, is priced by `sweeps.study.cost` on the GPU, MFU and GPU count the
 command gives (--gpu, --mfu, --gpus). No Ray.
@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.pretrain.config import PretrainConfig
+from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
+from sweeps.protocol.recipe import (
+    RANKME_POOL_N,
+    default_eval_checkpoints,
+    evaluation_steps_for,
+    trial_overrides,
+)
 from sweeps.study.cost import (
     CHECKPOINT_BYTES_PER_PARAMETER,
     CostAssumptions,
@@ -22,14 +29,7 @@ from sweeps.study.cost import (
     shard_bytes_per_hour,
     trial_hours,
 )
-from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec, expand_grids
-from sweeps.study.recipe import (
-    RANKME_POOL_N,
-    default_eval_checkpoints,
-    evaluation_steps_for,
-    trial_overrides,
-)
 
 DEFAULT_CONTEXT_BATCH = 32  # StudyContext's global batch, which the CPU profile keeps
 DEFAULT_ASSUMPTIONS = CostAssumptions()  # one H100 node at 40% MFU (sweeps.study.cost's defaults)
@@ -81,9 +81,7 @@ def plan_trial(
 
 def _lr_text(config: PretrainConfig) -> str:
     peak = f"peak {config.peak_lr:g} as given" if config.peak_lr else f"base {config.base_lr:g} x batch/256"
-    return (
-        f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, cosine to {config.min_lr_ratio:.0%} of peak"
-    )
+    return f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, cosine to {config.min_lr_ratio:.0%} of peak"
 
 
 def describe(trial: PlannedTrial) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import tracking
 from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.tracking import runs as tracking
 from sweeps.study.config import StudyConfig
 
 
@@ -21,8 +21,10 @@ def check_study_inputs(config: StudyConfig) -> None:
     if config.corpus_dir is not None:
         corpus = Path(config.corpus_dir)
         if not corpus.is_dir() or not any(path.is_file() for path in corpus.rglob("*")):
-            raise ValueError(f"--corpus {corpus}: no audio files there; pass a directory of audio (or leave --corpus "
-                             "out for the embedded corpus)")
+            raise ValueError(
+                f"--corpus {corpus}: no audio files there; pass a directory of audio (or leave --corpus "
+                "out for the embedded corpus)"
+            )
     for flag, place in (("--storage-path", config.storage_path), ("shards root", config.shards_root)):
         if place is not None and "://" not in place and Path(place).exists() and not Path(place).is_dir():
             raise ValueError(f"{flag} {place} is a file, not a directory")
@@ -44,5 +46,7 @@ def _check_local_gpus(gpus_per_trial: float) -> None:
 
     available = torch.cuda.device_count()
     if available < gpus_per_trial:
-        raise ValueError(f"--gpus-per-trial {gpus_per_trial:g} but this machine has {available} GPU(s); "
-                         "use --gpus-per-trial 0 or --address of a cluster with GPUs")
+        raise ValueError(
+            f"--gpus-per-trial {gpus_per_trial:g} but this machine has {available} GPU(s); "
+            "use --gpus-per-trial 0 or --address of a cluster with GPUs"
+        )

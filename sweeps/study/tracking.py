@@ -5,7 +5,7 @@ Child-run convention (what `log_trial_result` writes and `trial_table_from_runs`
   (the trial's coordinate on each grid of the study), `probe_seeds` (when known), `scale` (an
   architecture grid point's Table V column, "base" or "large", when it has one)
 - metrics, one name per quantity: `rankme` is RankMe on the study's RankMe pool
-  (pipeline.pool_rankme), at each logged training step (pretraining writes it, with params
+  (pipeline.rankme.model_rankme), at each logged training step (pretraining writes it, with params
   `rankme_n`, `rankme_pool`) and at the scored checkpoint's step (the R of Q(R)), with
   `eval_rankme_n` and tags `eval_rankme_pool`, `eval_rankme_capped` (N < 8 K); `task_rankme` the
   evaluation's diagnostic on task audio (never R); `q` (quality), `q_ci_low` / `q_ci_high` (its 95%
@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline import tracking
+from pipeline.tracking import runs as tracking
+from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 from sweeps.report.early_stop_markdown import replay_early_stop
 from sweeps.report.external_points import external_points_lines
 from sweeps.report.figures import study_figures
@@ -47,7 +48,6 @@ from sweeps.study.checkpoint_points import (
     checkpoint_points_of,
     log_checkpoint_points,
 )
-from sweeps.study.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 from sweeps.study.external_points import external_points_table, trial_runs
 from sweeps.study.law_metrics import ON_FRONTIER_METRIC as ON_FRONTIER_METRIC
 from sweeps.study.law_metrics import Q_C_FRONTIER_TAG as Q_C_FRONTIER_TAG
@@ -98,7 +98,7 @@ class TrialResult:
     q_interval_over: str = ""
     configuration: str | None = None  # bootstrap unit; defaults to the trial name
     rankme_history_logged: bool = False  # pretraining already wrote `rankme` into this run
-    # What makes `rankme` comparable (pipeline.pool_rankme.PoolRankMe): N, the pool, N < 8 K.
+    # What makes `rankme` comparable (pipeline.rankme.model_rankme.PoolRankMe): N, the pool, N < 8 K.
     rankme_n: int = 0
     rankme_pool: str = ""
     rankme_capped: bool = False
@@ -126,18 +126,22 @@ def log_trial_result(run: tracking.TrackedRun, result: TrialResult) -> None:
         for step, value in sorted(result.rankme_by_step.items()):
             run.log_metrics({"rankme": value}, step=step)
     final_step = max(result.rankme_by_step, default=0)
-    log_checkpoint_points(run, result.checkpoint_points, last_step=final_step,
-                          rankme_logged_at=set(result.rankme_by_step))
+    log_checkpoint_points(
+        run, result.checkpoint_points, last_step=final_step, rankme_logged_at=set(result.rankme_by_step)
+    )
     scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in result.task_scores.items()}
     # One probe seed gives no interval (NaN): log none rather than a NaN metric.
     bounds = {"q_ci_low": result.q_ci_low, "q_ci_high": result.q_ci_high}
     interval = {key: value for key, value in bounds.items() if np.isfinite(value)}
     # `rankme` is one quantity (pool RankMe): training's history and the evaluated checkpoint's R.
     diagnostic = {"task_rankme": result.task_rankme} if np.isfinite(result.task_rankme) else {}
-    run.log_metrics({"q": result.q, "rankme": result.rankme, "eval_rankme_n": result.rankme_n, **scores,
-                     **interval, **diagnostic}, step=final_step)
-    run.set_tags({STATUS_TAG: STATUS_OK, "eval_rankme_pool": result.rankme_pool,
-                  "eval_rankme_capped": result.rankme_capped})
+    run.log_metrics(
+        {"q": result.q, "rankme": result.rankme, "eval_rankme_n": result.rankme_n, **scores, **interval, **diagnostic},
+        step=final_step,
+    )
+    run.set_tags(
+        {STATUS_TAG: STATUS_OK, "eval_rankme_pool": result.rankme_pool, "eval_rankme_capped": result.rankme_capped}
+    )
 
 
 def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
@@ -204,8 +208,14 @@ def study_info(run: tracking.TrackedRun, study_name: str) -> StudyInfo:
 
 
 def _metrics_and_tags(
-    run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits, info: StudyInfo, *, keep_fraction: float,
-    check_fraction: float, external: pd.DataFrame | None = None,
+    run: tracking.TrackedRun,
+    table: pd.DataFrame,
+    study: StudyFits,
+    info: StudyInfo,
+    *,
+    keep_fraction: float,
+    check_fraction: float,
+    external: pd.DataFrame | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The study run's metrics and tags: laws, trend verdict, early-stop replay, task laws, frontier."""
     metrics, reasons = law_metrics(study)
@@ -224,7 +234,9 @@ def _metrics_and_tags(
     tags.update(disagreement_tags(study))
     tags.update(log_frontier(run, table, study))
     # The run's description in the UI: the summary, so the study reads without opening artifacts.
-    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join([*summary_lines(table, study, info), *external_points_lines(external)])
+    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join(
+        [*summary_lines(table, study, info), *external_points_lines(external)]
+    )
     return metrics, tags
 
 

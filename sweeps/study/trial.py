@@ -19,18 +19,18 @@ from pathlib import Path
 import torch
 from ray.tune.integration.ray_train import TuneReportCallback
 
-from pipeline.defaults import ensure_shards, shards_dir_for
+from pipeline.defaults import ensure_shards
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
 from pipeline.evaluate.scores import quality_q_interval, quality_q_test_interval
-from pipeline.paths import audioscale_home
+from pipeline.paths import audioscale_home, shards_dir_for
 from pipeline.pretrain.driver import PretrainConfig, PretrainResult, run_pretraining
 from pipeline.shards.format import read_manifest
-from pipeline.tracking import TrackedRun
+from pipeline.tracking.runs import TrackedRun
+from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
+from sweeps.protocol.recipe import evaluation_steps_for, trial_overrides
 from sweeps.study.context import StudyContext, child_run_name
-from sweeps.study.early_stop_rule import checkpoint_every_steps_for
 from sweeps.study.grids import TrialSpec
-from sweeps.study.recipe import evaluation_steps_for, trial_overrides
 from sweeps.study.tracking import (
     Q_INTERVAL_OVER_SEEDS,
     Q_INTERVAL_OVER_TEST_CLIPS,
@@ -81,8 +81,9 @@ def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_roo
         {(trial_pretrain_config(t).describe_model().spec.frontend_preset, t.max_hours) for t in trials}, key=str
     )
     return [
-        ensure_shards(corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root,
-                      show_progress=False)
+        ensure_shards(
+            corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root, show_progress=False
+        )
         for preset, max_hours in needed
     ]
 
@@ -126,8 +127,12 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         probe_seeds=context.eval_seeds,
         coordinates=spec.coordinates,
         checkpoint_points={
-            point.step: CheckpointPoint(rankme=point.rankme, q=point.q, task_scores=_means(point.task_scores),
-                                        q_ci=q_interval(point.task_scores)[0])
+            point.step: CheckpointPoint(
+                rankme=point.rankme,
+                q=point.q,
+                task_scores=_means(point.task_scores),
+                q_ci=q_interval(point.task_scores)[0],
+            )
             for point in evaluations
         },
     )
@@ -148,7 +153,10 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
     paths = [path for step, path in pretrained.checkpoints if step in wanted and path != pretrained.checkpoint_dir]
     return [
         evaluate_checkpoint(
-            path, tasks_dir=context.tasks_dir, seeds=context.eval_seeds, probe_training=scene_probe(context.probe),
+            path,
+            tasks_dir=context.tasks_dir,
+            seeds=context.eval_seeds,
+            probe_training=scene_probe(context.probe),
             device="cuda" if on_gpu else "cpu",
             # Several checkpoints: one process keeps the cache; one checkpoint: the trial's cores.
             workers=1 if on_gpu or len(paths) > 0 else context.eval_workers,

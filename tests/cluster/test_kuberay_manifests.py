@@ -107,9 +107,10 @@ def test_every_worker_group_requests_gpus(path):
             limits = container["resources"]["limits"]
             assert int(limits["nvidia.com/gpu"]) >= 1, group["groupName"]
             # Kubernetes requires GPU requests (when given) to equal limits.
-            assert container["resources"]["requests"].get("nvidia.com/gpu", limits["nvidia.com/gpu"]) == limits[
-                "nvidia.com/gpu"
-            ]
+            assert (
+                container["resources"]["requests"].get("nvidia.com/gpu", limits["nvidia.com/gpu"])
+                == limits["nvidia.com/gpu"]
+            )
 
 
 def test_rayjob_entrypoint_runs_pretraining_on_gpus_with_shared_storage_and_tracking():
@@ -201,7 +202,7 @@ def test_mlflow_server_requires_a_password_from_a_secret_and_every_ray_container
     (container,) = mlflow_objects()["Deployment"]["spec"]["template"]["spec"]["containers"]
     command = " ".join(container["command"] + container["args"])
     assert "mlflow server --app-name basic-auth" in command and '"Flask-WTF<2"' in command
-    assert "MLFLOW_AUTH_CONFIG_PATH=" in command and 'admin_password = %s' in command
+    assert "MLFLOW_AUTH_CONFIG_PATH=" in command and "admin_password = %s" in command
     secrets = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in container["env"] if "valueFrom" in var}
     assert secrets["MLFLOW_ADMIN_PASSWORD"] == {"name": "mlflow-auth", "key": "admin-password"}
     assert secrets["MLFLOW_FLASK_SERVER_SECRET_KEY"]["name"] == "mlflow-auth"

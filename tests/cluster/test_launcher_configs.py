@@ -106,7 +106,9 @@ def _read_auth_config(ini_path) -> dict[str, str]:
     """The auth config's [mlflow] section; every key must be one of MLflow's own basic_auth.ini, whose
     admin_password line ships commented out (importing the auth app needs Flask-WTF, absent here)."""
     shipped = configparser.ConfigParser()
-    shipped_text = (Path(importlib.util.find_spec("mlflow").origin).parent / "server" / "auth" / "basic_auth.ini").read_text()
+    shipped_text = (
+        Path(importlib.util.find_spec("mlflow").origin).parent / "server" / "auth" / "basic_auth.ini"
+    ).read_text()
     shipped.read_string(shipped_text.replace("# admin_password =", "admin_password ="))
     written = configparser.ConfigParser()
     written.read(ini_path)

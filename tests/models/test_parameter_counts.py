@@ -62,8 +62,10 @@ def test_study_mae_position_tables_are_learnable_parameters() -> None:
     # Dasheng's decoder: one pos_embed over all patches
     assert model.decoder.pos_embed.table.shape == (1, 250, 512)
     assert model.no_weight_decay_names() == {
-        "encoder.pos_embed.time_table", "encoder.pos_embed.freq_table",
-        "decoder.pos_embed.table", "decoder.mask_token",
+        "encoder.pos_embed.time_table",
+        "encoder.pos_embed.freq_table",
+        "decoder.pos_embed.table",
+        "decoder.mask_token",
     }
 
 

@@ -31,7 +31,7 @@ def _forward_backward(model: torch.nn.Module) -> None:
     assert out.pred.shape[:2] == out.mask.shape == (2, model.spec.n_patches)
     out.loss.backward()
     missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
-    # the authors' transformer++ block creates one LayerNorm it never uses (models/blocks.py)
+    # the authors' transformer++ block creates one LayerNorm it never uses (models/layers/blocks.py)
     assert all(".norm3." in n for n in missing)
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import models
-from models.masking import count_kept
+from models.layers.masking import count_kept
 from pipeline.audio.frontend import get_preset
 
 

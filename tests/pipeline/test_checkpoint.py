@@ -13,7 +13,7 @@ from torch import nn
 
 from pipeline import checkpoint
 from pipeline.pretrain.optim import build_optimizer, build_scheduler
-from pipeline.tracking import code_version
+from pipeline.tracking.runs import code_version
 
 
 class TiedModel(nn.Module):

@@ -24,8 +24,7 @@ def _write_checkpoint(directory, step: int, seed: int = 0):
     model(torch.randn(4, 8)).pow(2).mean().backward()
     optimizer.step()
     scheduler.step()
-    checkpoint.save_model_checkpoint(directory, model, model_name="toy", overrides={}, step=step,
-                                     shard_fingerprint="f")
+    checkpoint.save_model_checkpoint(directory, model, model_name="toy", overrides={}, step=step, shard_fingerprint="f")
     checkpoint.save_train_state(directory, optimizer=optimizer, scheduler=scheduler, step=step)
     return model
 
@@ -44,8 +43,9 @@ def _truncate(path):
 def test_digests_of_weights_and_train_state_are_recorded_at_save(tmp_path):
     _write_checkpoint(tmp_path / "c", step=1)
     digests = json.loads((tmp_path / "c" / "model.json").read_text())["sha256"]
-    assert digests == {name: checkpoint.file_sha256(tmp_path / "c" / name)
-                       for name in ("model.safetensors", "train_state.pt")}
+    assert digests == {
+        name: checkpoint.file_sha256(tmp_path / "c" / name) for name in ("model.safetensors", "train_state.pt")
+    }
 
 
 @pytest.mark.parametrize("damage", [_zero_middle, _truncate])

@@ -17,8 +17,9 @@ from tests.conftest import REPO_ROOT
 
 def run_cli(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_ROOT
+    )
 
 
 def assert_one_line_error(completed: subprocess.CompletedProcess, *names: str) -> None:
@@ -57,9 +58,17 @@ def test_truncated_manifest_is_named(tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
     (shards / "manifest.json").write_text(json.dumps({"preset": {"name": "audiomae"}, "n_mels": 128})[:20])
-    completed = run_cli("pipeline.pretrain", "--shards", str(shards), "--steps", "2",
-                        "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                        "--storage-path", str(tmp_path / "ray"))
+    completed = run_cli(
+        "pipeline.pretrain",
+        "--shards",
+        str(shards),
+        "--steps",
+        "2",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--storage-path",
+        str(tmp_path / "ray"),
+    )
     assert_one_line_error(completed, str(shards / "manifest.json"))
 
 
@@ -67,8 +76,9 @@ def test_truncated_manifest_is_named(tmp_path):
 def checkpoint(tmp_path):
     torch.manual_seed(0)
     model = models.build_model("audiomae++-debug")
-    return save_model_checkpoint(tmp_path / "ckpt", model, model_name="audiomae++-debug", overrides={}, step=5,
-                                 shard_fingerprint="t")
+    return save_model_checkpoint(
+        tmp_path / "ckpt", model, model_name="audiomae++-debug", overrides={}, step=5, shard_fingerprint="t"
+    )
 
 
 @pytest.mark.parametrize(
@@ -83,17 +93,36 @@ def test_evaluate_flag_errors_are_one_line(args, names, checkpoint):
 
 
 def test_truncated_weights_are_named(checkpoint, tmp_path):
-    from tests.pipeline.hear_task_fixtures import build_tiny_tasks
+    from tests.support.hear_task_fixtures import build_tiny_tasks
 
     weights = checkpoint / WEIGHTS_FILE
     os.truncate(weights, weights.stat().st_size // 2)
     tasks_dir = build_tiny_tasks(tmp_path / "tasks")
-    completed = run_cli("pipeline.evaluate", "--checkpoint", str(checkpoint), "--tasks-dir", str(tasks_dir),
-                        "--tasks", "tones", "--probe", "linear", "--no-mlflow", "--workers", "1")
+    completed = run_cli(
+        "pipeline.evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--tasks-dir",
+        str(tasks_dir),
+        "--tasks",
+        "tones",
+        "--probe",
+        "linear",
+        "--no-mlflow",
+        "--workers",
+        "1",
+    )
     assert_one_line_error(completed, str(weights))
 
 
 def test_scaling_max_concurrent_zero_is_refused(tmp_path):
-    completed = run_cli("sweeps.scaling", "--grid", "mask_ratio", "--max-concurrent", "0",
-                        "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    completed = run_cli(
+        "sweeps.scaling",
+        "--grid",
+        "mask_ratio",
+        "--max-concurrent",
+        "0",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+    )
     assert_one_line_error(completed, "--max-concurrent")

@@ -36,8 +36,9 @@ LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 def test_local_ray_listens_on_loopback_only():
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("RAY_ADDRESS", None)
-    completed = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
-                               cwd=REPO_ROOT)
+    completed = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env, cwd=REPO_ROOT
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     listening = json.loads(completed.stdout.strip().splitlines()[-1])
     names = {name for name, _, _ in listening}

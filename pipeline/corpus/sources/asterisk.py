@@ -24,7 +24,9 @@ PROMPT_SUFFIXES = {".wav", ".gsm"}
 SKIPPED_PROMPT_DIRS = {"silence"}  # digital silence, not speech
 
 
-def prepare_asterisk_prompts(sounds_dir: Path = ASTERISK_SOUNDS_DIR, *, speakers: list[str] | None = None) -> list[SourceClip]:
+def prepare_asterisk_prompts(
+    sounds_dir: Path = ASTERISK_SOUNDS_DIR, *, speakers: list[str] | None = None
+) -> list[SourceClip]:
     """Every prompt file of the installed speakers, sorted; `info` has language and prompt_id.
 
     `prompt_id` is the path under the speaker directory without suffix (e.g. "digits/7"): the
@@ -40,12 +42,21 @@ def prepare_asterisk_prompts(sounds_dir: Path = ASTERISK_SOUNDS_DIR, *, speakers
             if path.suffix not in PROMPT_SUFFIXES or relative.parts[0] in SKIPPED_PROMPT_DIRS:
                 continue
             prompt_id = str(relative.with_suffix(""))
-            clips.append(SourceClip(path=path, source="asterisk_prompts", package=package, group=speaker,
-                                    info={"language": language, "prompt_id": prompt_id}))
+            clips.append(
+                SourceClip(
+                    path=path,
+                    source="asterisk_prompts",
+                    package=package,
+                    group=speaker,
+                    info={"language": language, "prompt_id": prompt_id},
+                )
+            )
     return clips
 
 
 def prepare_asterisk_music_on_hold(moh_dir: Path = ASTERISK_MOH_DIR) -> list[SourceClip]:
     """The opsound.org music-on-hold tracks (real recorded music, about 18 minutes)."""
-    return [SourceClip(path=path, source="asterisk_moh", package="asterisk-moh-opsound-wav", group=path.stem)
-            for path in sorted(moh_dir.glob("*.wav"))]
+    return [
+        SourceClip(path=path, source="asterisk_moh", package="asterisk-moh-opsound-wav", group=path.stem)
+        for path in sorted(moh_dir.glob("*.wav"))
+    ]

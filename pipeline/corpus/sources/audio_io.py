@@ -42,8 +42,23 @@ def decode_or_reason(path: Path) -> tuple[np.ndarray | None, str | None]:
 
 
 def _decode_with_sox(path: Path) -> np.ndarray:
-    command = ["sox", "-R", "-V1", str(path), "-t", "raw", "-e", "floating-point", "-b", "32",
-               "-c", "1", "-r", str(TARGET_SAMPLE_RATE_HZ), "-"]
+    command = [
+        "sox",
+        "-R",
+        "-V1",
+        str(path),
+        "-t",
+        "raw",
+        "-e",
+        "floating-point",
+        "-b",
+        "32",
+        "-c",
+        "1",
+        "-r",
+        str(TARGET_SAMPLE_RATE_HZ),
+        "-",
+    ]
     completed = subprocess.run(command, capture_output=True, check=False)
     if completed.returncode != 0:
         raise RuntimeError(f"sox could not decode {path}: {completed.stderr.decode(errors='replace').strip()}")
@@ -57,7 +72,20 @@ def convert_to_16k_wav(source: Path, target: Path, *, max_duration_s: float | No
     the same bytes on every run.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    command = ["sox", "-R", "-V1", str(source), "-D", "-b", "16", "-c", "1", "-r", str(TARGET_SAMPLE_RATE_HZ), str(target)]
+    command = [
+        "sox",
+        "-R",
+        "-V1",
+        str(source),
+        "-D",
+        "-b",
+        "16",
+        "-c",
+        "1",
+        "-r",
+        str(TARGET_SAMPLE_RATE_HZ),
+        str(target),
+    ]
     if max_duration_s is not None:
         command += ["trim", "0", f"{max_duration_s:.3f}"]
     completed = subprocess.run(command, capture_output=True, check=False)

@@ -33,8 +33,10 @@ def is_complete(output_dir: Path, settings: dict) -> bool:
     if _is_older_format_of(recorded, settings):
         # Our own build from older code with the same user settings: nothing of the user's to
         # protect, so flag it as ours-in-progress and let start_build wipe and redo it.
-        print(f"[build] {output_dir} was built by an older format (version {recorded.get('format_version')}, "
-              f"now {settings.get('format_version')}); rebuilding it")
+        print(
+            f"[build] {output_dir} was built by an older format (version {recorded.get('format_version')}, "
+            f"now {settings.get('format_version')}); rebuilding it"
+        )
         (output_dir / IN_PROGRESS_MARKER).write_text("")
         marker.unlink()
         return False

@@ -51,7 +51,9 @@ def missing_packages(packages: list[str]) -> list[str]:
     """The packages of `packages` that dpkg does not report as installed, in the given order."""
     missing = []
     for package in packages:
-        status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False)
+        status = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False
+        )
         if "install ok installed" not in status.stdout:
             missing.append(package)
     return missing
@@ -70,14 +72,16 @@ def ensure_packages(packages: list[str]) -> None:
     if not missing:
         return
     if shutil.which("apt-get") is None or os.geteuid() != 0:
-        raise MissingPackagesError(
-            f"missing Debian packages: {' '.join(missing)}\nrun: {install_command(missing)}"
-        )
+        raise MissingPackagesError(f"missing Debian packages: {' '.join(missing)}\nrun: {install_command(missing)}")
     print(f"[corpus] installing Debian packages: {' '.join(missing)}", file=sys.stderr)
     environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=environment, stdout=subprocess.DEVNULL)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], check=True,
-                   env=environment, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+        check=True,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+    )
     still_missing = missing_packages(missing)
     if still_missing:
         raise MissingPackagesError(f"apt-get did not install: {' '.join(still_missing)}")

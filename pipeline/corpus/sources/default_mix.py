@@ -64,12 +64,16 @@ def _duration_s(path: Path) -> float:
 
 def _keep_for_pretraining(clip: SourceClip) -> bool:
     is_speech = clip.source in SPEECH_SOURCES
-    return not holdout.is_test_material(speaker=clip.group if is_speech else None, prompt_id=clip.info.get("prompt_id"),
-                                        kit=clip.group if clip.source == "hydrogen_drums" else None)
+    return not holdout.is_test_material(
+        speaker=clip.group if is_speech else None,
+        prompt_id=clip.info.get("prompt_id"),
+        kit=clip.group if clip.source == "hydrogen_drums" else None,
+    )
 
 
-def convert_within_budget(clips: list[SourceClip], budget_s: float, rng: np.random.Generator,
-                          audio_dir: Path, output_dir: Path) -> list[CorpusFile]:
+def convert_within_budget(
+    clips: list[SourceClip], budget_s: float, rng: np.random.Generator, audio_dir: Path, output_dir: Path
+) -> list[CorpusFile]:
     """Shuffle `clips`, take them until `budget_s` is reached (the last one cut), convert with sox."""
     order = rng.permutation(len(clips))
     chosen: list[tuple[SourceClip, float | None, str]] = []
@@ -89,51 +93,101 @@ def convert_within_budget(clips: list[SourceClip], budget_s: float, rng: np.rand
         clip, cut_s, name = item
         target = audio_dir / clip.source / name
         duration_s = convert_to_16k_wav(clip.path, target, max_duration_s=cut_s)
-        return CorpusFile(relative_path=str(target.relative_to(output_dir)), source=clip.source, package=clip.package,
-                          group=clip.group, duration_s=round(duration_s, 4))
+        return CorpusFile(
+            relative_path=str(target.relative_to(output_dir)),
+            source=clip.source,
+            package=clip.package,
+            group=clip.group,
+            duration_s=round(duration_s, 4),
+        )
 
     return map_ordered(convert, chosen)
 
 
-def render_melodies(budget_s: float, rng: np.random.Generator, audio_dir: Path, output_dir: Path, work_dir: Path) -> list[CorpusFile]:
+def render_melodies(
+    budget_s: float, rng: np.random.Generator, audio_dir: Path, output_dir: Path, work_dir: Path
+) -> list[CorpusFile]:
     """Random melodies through the train soundfont, programs spread over the melodic GM families."""
     n_clips = max(1, math.ceil(budget_s * 1000 / MELODY_CLIP_MS))
     slots = []
     for _ in range(n_clips):
         program = int(rng.integers(0, 112))  # 112..127: percussive and sound-effect programs
         low_pitch = 36 if program // 8 == 4 else 48  # basses sit an octave lower
-        slots.append(soundfonts.random_melody(rng, program=program, low_pitch=low_pitch, high_pitch=low_pitch + 36,
-                                              n_notes=int(rng.integers(3, 9)), note_ms=int(rng.integers(250, 700))))
+        slots.append(
+            soundfonts.random_melody(
+                rng,
+                program=program,
+                low_pitch=low_pitch,
+                high_pitch=low_pitch + 36,
+                n_notes=int(rng.integers(3, 9)),
+                note_ms=int(rng.integers(250, 700)),
+            )
+        )
     name = holdout.TRAIN_SOUNDFONT
-    clips = soundfonts.render_slots(name, slots, slot_ms=MELODY_CLIP_MS + 1000, clip_ms=MELODY_CLIP_MS, work_dir=work_dir)
-    return [_write_rendered(wave, f"soundfont_melodies_{index:05d}.wav", "soundfont_melodies", soundfonts.soundfont_package(name),
-                            name, audio_dir, output_dir) for index, wave in enumerate(clips)]
+    clips = soundfonts.render_slots(
+        name, slots, slot_ms=MELODY_CLIP_MS + 1000, clip_ms=MELODY_CLIP_MS, work_dir=work_dir
+    )
+    return [
+        _write_rendered(
+            wave,
+            f"soundfont_melodies_{index:05d}.wav",
+            "soundfont_melodies",
+            soundfonts.soundfont_package(name),
+            name,
+            audio_dir,
+            output_dir,
+        )
+        for index, wave in enumerate(clips)
+    ]
 
 
-def render_espeak_speech(budget_s: float, rng: np.random.Generator, audio_dir: Path, output_dir: Path, work_dir: Path) -> list[CorpusFile]:
+def render_espeak_speech(
+    budget_s: float, rng: np.random.Generator, audio_dir: Path, output_dir: Path, work_dir: Path
+) -> list[CorpusFile]:
     """Random sentences in the 9 espeak languages, spoken only by train voice variants."""
     languages = sorted(espeak.LANGUAGES)
     requests = []
     for index in range(max(1, math.ceil(budget_s / ESPEAK_MEAN_UTTERANCE_S))):
         language = languages[index % len(languages)]
-        requests.append(espeak.SpeechRequest(
-            text=espeak.random_sentence(rng, language, "train", n_words=int(rng.integers(4, 9))),
-            voice=espeak.LANGUAGES[language][0], variant=str(rng.choice(holdout.TRAIN_VOICE_VARIANTS)),
-            speed_wpm=int(rng.integers(130, 200)), pitch=int(rng.integers(25, 75))))
+        requests.append(
+            espeak.SpeechRequest(
+                text=espeak.random_sentence(rng, language, "train", n_words=int(rng.integers(4, 9))),
+                voice=espeak.LANGUAGES[language][0],
+                variant=str(rng.choice(holdout.TRAIN_VOICE_VARIANTS)),
+                speed_wpm=int(rng.integers(130, 200)),
+                pitch=int(rng.integers(25, 75)),
+            )
+        )
     waves = espeak.synthesize_all(requests, work_dir)
-    return [_write_rendered(0.5 * wave / max(float(np.abs(wave).max()), 1e-6), f"espeak_speech_{index:05d}.wav", "espeak_speech",
-                            "espeak-ng", request.variant, audio_dir, output_dir)
-            for index, (wave, request) in enumerate(zip(waves, requests))]
+    return [
+        _write_rendered(
+            0.5 * wave / max(float(np.abs(wave).max()), 1e-6),
+            f"espeak_speech_{index:05d}.wav",
+            "espeak_speech",
+            "espeak-ng",
+            request.variant,
+            audio_dir,
+            output_dir,
+        )
+        for index, (wave, request) in enumerate(zip(waves, requests))
+    ]
 
 
-def _write_rendered(wave: np.ndarray, name: str, source: str, package: str, group: str, audio_dir: Path, output_dir: Path) -> CorpusFile:
+def _write_rendered(
+    wave: np.ndarray, name: str, source: str, package: str, group: str, audio_dir: Path, output_dir: Path
+) -> CorpusFile:
     peak = float(np.abs(wave).max())
     if peak > 0.99:  # rendered audio has no natural level: only guard against clipping
         wave = wave * (0.99 / peak)
     target = audio_dir / source / name
     write_wav_16k(target, wave)
-    return CorpusFile(relative_path=str(target.relative_to(output_dir)), source=source, package=package, group=group,
-                      duration_s=round(len(wave) / TARGET_SAMPLE_RATE_HZ, 4))
+    return CorpusFile(
+        relative_path=str(target.relative_to(output_dir)),
+        source=source,
+        package=package,
+        group=group,
+        duration_s=round(len(wave) / TARGET_SAMPLE_RATE_HZ, 4),
+    )
 
 
 def _file_sources(work_dir: Path) -> dict[str, Callable[[], list[SourceClip]]]:
@@ -149,7 +203,9 @@ def _file_sources(work_dir: Path) -> dict[str, Callable[[], list[SourceClip]]]:
     }
 
 
-def build_source(source: str, budget_s: float, rng: np.random.Generator, output_dir: Path, work_dir: Path) -> list[CorpusFile]:
+def build_source(
+    source: str, budget_s: float, rng: np.random.Generator, output_dir: Path, work_dir: Path
+) -> list[CorpusFile]:
     """The files of one source for a budget of `budget_s` seconds."""
     audio_dir = output_dir / "audio"
     if source == "soundfont_melodies":
@@ -167,6 +223,15 @@ def packages_for_pretraining() -> list[str]:
     packages = {package for _, _, package in asterisk.PROMPT_SPEAKERS.values()}
     packages |= {package for _, _, package, _ in espeak.LANGUAGES.values()}
     packages |= set(fillets.DIALOGUE_PACKAGES.values())
-    packages |= {"asterisk-moh-opsound-wav", "fillets-ng-data", "hydrogen-drumkits", "openttd-opensfx",
-                 soundfonts.soundfont_package(holdout.TRAIN_SOUNDFONT), "fluidsynth", "espeak-ng", "sox", "libsox-fmt-all"}
+    packages |= {
+        "asterisk-moh-opsound-wav",
+        "fillets-ng-data",
+        "hydrogen-drumkits",
+        "openttd-opensfx",
+        soundfonts.soundfont_package(holdout.TRAIN_SOUNDFONT),
+        "fluidsynth",
+        "espeak-ng",
+        "sox",
+        "libsox-fmt-all",
+    }
     return sorted(packages)

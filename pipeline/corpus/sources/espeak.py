@@ -67,8 +67,19 @@ def synthesize(request: SpeechRequest, work_dir: Path) -> np.ndarray:
     handle, name = tempfile.mkstemp(prefix="espeak_", suffix=".wav", dir=work_dir)
     os.close(handle)
     wav_path = Path(name)
-    command = ["espeak-ng", "-v", f"{request.voice}+{request.variant}", "-s", str(request.speed_wpm),
-               "-p", str(request.pitch), "-w", str(wav_path), "--", request.text]
+    command = [
+        "espeak-ng",
+        "-v",
+        f"{request.voice}+{request.variant}",
+        "-s",
+        str(request.speed_wpm),
+        "-p",
+        str(request.pitch),
+        "-w",
+        str(wav_path),
+        "--",
+        request.text,
+    ]
     completed = subprocess.run(command, capture_output=True, check=False)
     if completed.returncode != 0 or not wav_path.is_file():
         raise RuntimeError(f"espeak-ng failed for {request}: {completed.stderr.decode(errors='replace').strip()}")

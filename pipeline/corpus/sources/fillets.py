@@ -19,7 +19,9 @@ def dialogue_speaker(path: Path, language: str) -> str:
     return f"fillets-{language}-{code}"
 
 
-def prepare_fillets_dialogue(language: str, fillets_dir: Path = FILLETS_DIR, *, main_voices_only: bool = False) -> list[SourceClip]:
+def prepare_fillets_dialogue(
+    language: str, fillets_dir: Path = FILLETS_DIR, *, main_voices_only: bool = False
+) -> list[SourceClip]:
     """Dialogue lines of one dubbing (`language` "cs" or "nl"); `group` is the voice.
 
     Voice codes other than the two fish name level characters whose actors the data does not
@@ -32,19 +34,30 @@ def prepare_fillets_dialogue(language: str, fillets_dir: Path = FILLETS_DIR, *, 
         speaker = dialogue_speaker(path, language)
         if main_voices_only and speaker.rsplit("-", 1)[1] not in MAIN_VOICE_CODES:
             continue
-        clips.append(SourceClip(path=path, source=f"fillets_dialogue_{language}", package=DIALOGUE_PACKAGES[language],
-                                group=speaker, info={"language": language}))
+        clips.append(
+            SourceClip(
+                path=path,
+                source=f"fillets_dialogue_{language}",
+                package=DIALOGUE_PACKAGES[language],
+                group=speaker,
+                info={"language": language},
+            )
+        )
     return clips
 
 
 def prepare_fillets_music(fillets_dir: Path = FILLETS_DIR) -> list[SourceClip]:
     """The game's music tracks (about 25 minutes)."""
-    return [SourceClip(path=path, source="fillets_music", package="fillets-ng-data", group=path.stem)
-            for path in sorted((fillets_dir / "music").glob("*.ogg"))]
+    return [
+        SourceClip(path=path, source="fillets_music", package="fillets-ng-data", group=path.stem)
+        for path in sorted((fillets_dir / "music").glob("*.ogg"))
+    ]
 
 
 def prepare_fillets_effects(fillets_dir: Path = FILLETS_DIR) -> list[SourceClip]:
     """Sound effects: the language-neutral `en/` files of each level and the shared `share/*.ogg`."""
     sound_dir = fillets_dir / "sound"
     paths = sorted(sound_dir.rglob("en/*.ogg")) + sorted((sound_dir / "share").glob("*.ogg"))
-    return [SourceClip(path=path, source="fillets_effects", package="fillets-ng-data", group=path.stem) for path in paths]
+    return [
+        SourceClip(path=path, source="fillets_effects", package="fillets-ng-data", group=path.stem) for path in paths
+    ]

@@ -27,9 +27,34 @@ TEST_SOUNDFONT = "TimGM6mb.sf2"
 
 # espeak-ng voice variants (`-v <language>+<variant>`), disjoint per split.
 TRAIN_VOICE_VARIANTS = (
-    "m1", "m2", "m3", "m4", "m5", "f1", "f2", "f3", "adam", "Alex", "Alicia", "Andy", "aunty",
-    "benjamin", "caleb", "david", "ed", "edward", "Gene", "iven", "john", "linda", "max", "Mike",
-    "paul", "robert", "steph", "travis",
+    "m1",
+    "m2",
+    "m3",
+    "m4",
+    "m5",
+    "f1",
+    "f2",
+    "f3",
+    "adam",
+    "Alex",
+    "Alicia",
+    "Andy",
+    "aunty",
+    "benjamin",
+    "caleb",
+    "david",
+    "ed",
+    "edward",
+    "Gene",
+    "iven",
+    "john",
+    "linda",
+    "max",
+    "Mike",
+    "paul",
+    "robert",
+    "steph",
+    "travis",
 )
 VALID_VOICE_VARIANTS = ("m6", "f4", "Andrea", "Hugo", "michel", "rob")
 TEST_VOICE_VARIANTS = ("m7", "f5", "Annie", "antonio", "belinda", "Jacky", "Lee", "quincy", "victor", "zac")

@@ -14,8 +14,11 @@ DRUM_CLASSES = ("kick", "snare", "tom", "hihat", "cymbal", "hand_percussion")
 # First matching rule wins. Hand percussion comes first so that "Dununba Bell" or "Cajon Thump"
 # are not read as a cymbal or a kick; hats before cymbals so that "Hat Ride" stays a hat.
 _CLASS_RULES: tuple[tuple[str, str], ...] = (
-    ("hand_percussion", r"djembe|sangban|dununba|kenkeni|conga|bongo|cajon|maraca|tambourine|cowbell|"
-                        r"clap|snap|clave|woodblock|agogo|shaker|waterglass"),
+    (
+        "hand_percussion",
+        r"djembe|sangban|dununba|kenkeni|conga|bongo|cajon|maraca|tambourine|cowbell|"
+        r"clap|snap|clave|woodblock|agogo|shaker|waterglass",
+    ),
     ("hihat", r"\bhh\b|hat|hi-?hat"),
     ("cymbal", r"crash|ride|china|splash|cymbal|\bbell\b"),
     ("kick", r"kick|bass ?drum|\bbd\b"),
@@ -70,6 +73,13 @@ def prepare_hydrogen_drums(kits_dir: Path = HYDROGEN_KITS_DIR, *, labelled_only:
             path = kit_dir / file_name
             if (labelled_only and label is None) or not path.is_file():
                 continue
-            clips.append(SourceClip(path=path, source="hydrogen_drums", package="hydrogen-drumkits", group=kit_dir.name,
-                                    info={"instrument": instrument_name, "drum_class": label, "kit_license": license_text}))
+            clips.append(
+                SourceClip(
+                    path=path,
+                    source="hydrogen_drums",
+                    package="hydrogen-drumkits",
+                    group=kit_dir.name,
+                    info={"instrument": instrument_name, "drum_class": label, "kit_license": license_text},
+                )
+            )
     return clips

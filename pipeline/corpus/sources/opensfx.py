@@ -35,8 +35,8 @@ def read_opensfx_catalog(cat_path: Path = OPENSFX_CAT) -> list[tuple[str, bytes]
         offset, size = struct.unpack_from("<II", data, 8 * index)
         offset &= ~OFFSET_FLAG
         name_length = data[offset]
-        description = data[offset + 1: offset + 1 + name_length].rstrip(b"\0").decode("utf-8", errors="replace")
-        wav = data[offset + 1 + name_length: offset + 1 + name_length + size]
+        description = data[offset + 1 : offset + 1 + name_length].rstrip(b"\0").decode("utf-8", errors="replace")
+        wav = data[offset + 1 + name_length : offset + 1 + name_length + size]
         if wav[:4] != b"RIFF" or wav[8:12] != b"WAVE" or len(wav) != size:
             raise OpenSfxFormatError(f"{cat_path}: sound {index} at byte {offset} is not a complete RIFF/WAVE file")
         sounds.append((description, wav))
@@ -55,6 +55,13 @@ def prepare_opensfx(output_dir: Path, cat_path: Path = OPENSFX_CAT) -> list[Sour
             continue
         path = output_dir / f"opensfx_{index:03d}.wav"
         path.write_bytes(wav)
-        clips.append(SourceClip(path=path, source="openttd_opensfx", package="openttd-opensfx", group=f"opensfx_{index:03d}",
-                                info={"attribution": description}))
+        clips.append(
+            SourceClip(
+                path=path,
+                source="openttd_opensfx",
+                package="openttd-opensfx",
+                group=f"opensfx_{index:03d}",
+                info={"attribution": description},
+            )
+        )
     return clips

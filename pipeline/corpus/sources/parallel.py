@@ -12,7 +12,9 @@ Result = TypeVar("Result")
 DEFAULT_WORKERS = 2  # the study's reference machine has 2 cores
 
 
-def map_ordered(function: Callable[[Item], Result], items: Iterable[Item], *, workers: int = DEFAULT_WORKERS) -> list[Result]:
+def map_ordered(
+    function: Callable[[Item], Result], items: Iterable[Item], *, workers: int = DEFAULT_WORKERS
+) -> list[Result]:
     """`[function(item) for item in items]` on `workers` threads, results in input order.
 
     Threads suffice: the work happens in sox / fluidsynth / espeak-ng child processes or in numpy

@@ -17,15 +17,32 @@ from pipeline.audio.frontend import TARGET_SAMPLE_RATE_HZ
 from pipeline.corpus.sources.midi_file import MidiNote, write_midi_file
 
 SOUNDFONT_FILES: dict[str, tuple[Path, str]] = {
-    "MuseScore_General_Lite.sf3": (Path("/usr/share/sounds/sf3/MuseScore_General_Lite.sf3"), "musescore-general-soundfont-small"),
+    "MuseScore_General_Lite.sf3": (
+        Path("/usr/share/sounds/sf3/MuseScore_General_Lite.sf3"),
+        "musescore-general-soundfont-small",
+    ),
     "TimGM6mb.sf2": (Path("/usr/share/sounds/sf2/TimGM6mb.sf2"), "timgm6mb-soundfont"),
 }
 SAMPLES_PER_MS = TARGET_SAMPLE_RATE_HZ // 1000
 
 # The 16 General MIDI families of 8 programs each (program // 8).
 GM_FAMILIES = (
-    "piano", "chromatic_percussion", "organ", "guitar", "bass", "strings", "ensemble", "brass",
-    "reed", "pipe", "synth_lead", "synth_pad", "synth_effects", "ethnic", "percussive", "sound_effects",
+    "piano",
+    "chromatic_percussion",
+    "organ",
+    "guitar",
+    "bass",
+    "strings",
+    "ensemble",
+    "brass",
+    "reed",
+    "pipe",
+    "synth_lead",
+    "synth_pad",
+    "synth_effects",
+    "ethnic",
+    "percussive",
+    "sound_effects",
 )
 
 
@@ -46,7 +63,9 @@ def soundfont_package(name: str) -> str:
     return SOUNDFONT_FILES[name][1]
 
 
-def render_slots(soundfont: str, slots: list[NoteSlot], *, slot_ms: int, clip_ms: int, work_dir: Path) -> list[np.ndarray]:
+def render_slots(
+    soundfont: str, slots: list[NoteSlot], *, slot_ms: int, clip_ms: int, work_dir: Path
+) -> list[np.ndarray]:
     """Render every slot through `soundfont`; float32 mono clips of `clip_ms` at 16 kHz, slot order.
 
     Reverb and chorus are off: they smear one slot into the next and are not part of the timbre.
@@ -59,13 +78,34 @@ def render_slots(soundfont: str, slots: list[NoteSlot], *, slot_ms: int, clip_ms
     work_dir.mkdir(parents=True, exist_ok=True)
     stem = Path(soundfont).stem
     midi_path, wav_path = work_dir / f"{stem}.mid", work_dir / f"{stem}.wav"
-    notes = [dataclasses.replace(note, start_ms=index * slot_ms + note.start_ms)
-             for index, slot in enumerate(slots) for note in slot.notes]
+    notes = [
+        dataclasses.replace(note, start_ms=index * slot_ms + note.start_ms)
+        for index, slot in enumerate(slots)
+        for note in slot.notes
+    ]
     total_ms = len(slots) * slot_ms
     write_midi_file(midi_path, notes, end_ms=total_ms)
-    command = ["fluidsynth", "-ni", "-q", "-R", "0", "-C", "0", "-g", "0.5", "-r", str(TARGET_SAMPLE_RATE_HZ),
-               "-o", "audio.file.format=float", "-o", "synth.dynamic-sample-loading=1", "-F", str(wav_path),
-               str(soundfont_path(soundfont)), str(midi_path)]
+    command = [
+        "fluidsynth",
+        "-ni",
+        "-q",
+        "-R",
+        "0",
+        "-C",
+        "0",
+        "-g",
+        "0.5",
+        "-r",
+        str(TARGET_SAMPLE_RATE_HZ),
+        "-o",
+        "audio.file.format=float",
+        "-o",
+        "synth.dynamic-sample-loading=1",
+        "-F",
+        str(wav_path),
+        str(soundfont_path(soundfont)),
+        str(midi_path),
+    ]
     completed = subprocess.run(command, capture_output=True, check=False)
     if completed.returncode != 0 or not wav_path.is_file():
         raise RuntimeError(f"fluidsynth failed on {soundfont}: {completed.stderr.decode(errors='replace').strip()}")
@@ -73,17 +113,34 @@ def render_slots(soundfont: str, slots: list[NoteSlot], *, slot_ms: int, clip_ms
     mono = stereo.mean(axis=1, dtype=np.float32)
     mono = np.pad(mono, (0, max(0, total_ms * SAMPLES_PER_MS - len(mono))))
     clip_samples = clip_ms * SAMPLES_PER_MS
-    return [mono[index * slot_ms * SAMPLES_PER_MS: index * slot_ms * SAMPLES_PER_MS + clip_samples].copy()
-            for index in range(len(slots))]
+    return [
+        mono[index * slot_ms * SAMPLES_PER_MS : index * slot_ms * SAMPLES_PER_MS + clip_samples].copy()
+        for index in range(len(slots))
+    ]
 
 
-def random_melody(rng: np.random.Generator, *, program: int, low_pitch: int, high_pitch: int, n_notes: int,
-                  note_ms: int, velocity_range: tuple[int, int] = (80, 112)) -> NoteSlot:
+def random_melody(
+    rng: np.random.Generator,
+    *,
+    program: int,
+    low_pitch: int,
+    high_pitch: int,
+    n_notes: int,
+    note_ms: int,
+    velocity_range: tuple[int, int] = (80, 112),
+) -> NoteSlot:
     """`n_notes` back-to-back notes drawn from [low_pitch, high_pitch] (a small random walk)."""
     pitch = int(rng.integers(low_pitch, high_pitch + 1))
     notes = []
     for index in range(n_notes):
-        notes.append(MidiNote(start_ms=index * note_ms, duration_ms=note_ms, pitch=pitch, program=program,
-                              velocity=int(rng.integers(velocity_range[0], velocity_range[1] + 1))))
+        notes.append(
+            MidiNote(
+                start_ms=index * note_ms,
+                duration_ms=note_ms,
+                pitch=pitch,
+                program=program,
+                velocity=int(rng.integers(velocity_range[0], velocity_range[1] + 1)),
+            )
+        )
         pitch = int(np.clip(pitch + rng.integers(-5, 6), low_pitch, high_pitch))
     return NoteSlot(notes=tuple(notes))

@@ -63,9 +63,15 @@ def evaluate_task(task_dir: Path) -> BaselineResult:
     n_classes = len((task_dir / "labelvocabulary.csv").read_text().strip().splitlines()) - 1
     labels, counts = np.unique(train_y, return_counts=True)
     majority_label = labels[int(np.argmax(counts))]
-    return BaselineResult(task_name=task_dir.name, n_classes=n_classes, test_accuracy=float((model.predict(test_x) == test_y).mean()),
-                          valid_accuracy=valid_accuracy, chance_accuracy=1.0 / n_classes,
-                          majority_accuracy=float((test_y == majority_label).mean()), chosen_c=chosen_c)
+    return BaselineResult(
+        task_name=task_dir.name,
+        n_classes=n_classes,
+        test_accuracy=float((model.predict(test_x) == test_y).mean()),
+        valid_accuracy=valid_accuracy,
+        chance_accuracy=1.0 / n_classes,
+        majority_accuracy=float((test_y == majority_label).mean()),
+        chosen_c=chosen_c,
+    )
 
 
 def run_baseline(tasks_dir: Path, task_names: list[str] | None = None) -> list[BaselineResult]:
@@ -76,6 +82,9 @@ def run_baseline(tasks_dir: Path, task_names: list[str] | None = None) -> list[B
 
 def format_table(results: list[BaselineResult]) -> str:
     lines = ["| task | classes | test acc | valid acc | chance | majority | C |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.task_name} | {r.n_classes} | {r.test_accuracy:.3f} | {r.valid_accuracy:.3f} | {r.chance_accuracy:.3f} | "
-              f"{r.majority_accuracy:.3f} | {r.chosen_c:g} |" for r in results]
+    lines += [
+        f"| {r.task_name} | {r.n_classes} | {r.test_accuracy:.3f} | {r.valid_accuracy:.3f} | {r.chance_accuracy:.3f} | "
+        f"{r.majority_accuracy:.3f} | {r.chosen_c:g} |"
+        for r in results
+    ]
     return "\n".join(lines)

@@ -44,15 +44,26 @@ class TasksConfig:
     tiny: bool = False
 
     def settings(self) -> dict:
-        return {"kind": "tasks", "format_version": FORMAT_VERSION, "seed": self.seed, "tiny": self.tiny,
-                "tasks": sorted(TASK_BUILDERS)}
+        return {
+            "kind": "tasks",
+            "format_version": FORMAT_VERSION,
+            "seed": self.seed,
+            "tiny": self.tiny,
+            "tasks": sorted(TASK_BUILDERS),
+        }
 
 
 def packages_for_tasks() -> list[str]:
     packages = {package for _, _, package in PROMPT_SPEAKERS.values()}
     packages |= {package for _, _, package, _ in espeak.LANGUAGES.values()}
     packages |= {package for _, package in SOUNDFONT_FILES.values()}
-    packages |= set(DIALOGUE_PACKAGES.values()) | {"hydrogen-drumkits", "fluidsynth", "espeak-ng", "sox", "libsox-fmt-all"}
+    packages |= set(DIALOGUE_PACKAGES.values()) | {
+        "hydrogen-drumkits",
+        "fluidsynth",
+        "espeak-ng",
+        "sox",
+        "libsox-fmt-all",
+    }
     return sorted(packages)
 
 
@@ -74,8 +85,10 @@ def build_tasks(config: TasksConfig) -> dict:
         for skipped in task.skipped:
             print(f"[tasks] {name}: skipped {skipped['path']}: {skipped['reason']}")
         sizes = entries[-1]["split_sizes"]
-        print(f"[tasks] {name:20s} {task.spec.held_out:32s} train {sizes['train']:5d} valid {sizes['valid']:4d} "
-              f"test {sizes['test']:4d}  {time.perf_counter() - task_started:6.1f} s")
+        print(
+            f"[tasks] {name:20s} {task.spec.held_out:32s} train {sizes['train']:5d} valid {sizes['valid']:4d} "
+            f"test {sizes['test']:4d}  {time.perf_counter() - task_started:6.1f} s"
+        )
     shutil.rmtree(output_dir / ".work", ignore_errors=True)
     index = {"settings": settings, "tasks": entries}
     (output_dir / "tasks.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")

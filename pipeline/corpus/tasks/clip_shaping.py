@@ -20,7 +20,7 @@ def seconds_to_samples(seconds: float) -> int:
 
 def fit_to_duration(wave: np.ndarray, n_samples: int, *, offset: int = 0) -> np.ndarray:
     """Samples [offset, offset + n_samples) of `wave`, zero-padded at the end when it is shorter."""
-    piece = wave[offset: offset + n_samples]
+    piece = wave[offset : offset + n_samples]
     return np.pad(piece, (0, n_samples - len(piece))).astype(np.float32)
 
 
@@ -44,4 +44,4 @@ def shape_clip(wave: np.ndarray, duration_s: float, *, offset: int = 0) -> np.nd
 def trim_leading_silence(wave: np.ndarray, *, threshold: float = 1e-3) -> np.ndarray:
     """Drop the silence before the first sample louder than `threshold` (synthesizers lead with some)."""
     loud = np.flatnonzero(np.abs(wave) > threshold)
-    return wave[loud[0]:] if len(loud) else wave
+    return wave[loud[0] :] if len(loud) else wave

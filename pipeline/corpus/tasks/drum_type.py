@@ -20,10 +20,18 @@ SAMPLE_DURATION_S = 2.0
 TINY_CLIPS_PER_CLASS = 3
 
 SPEC = TaskSpec(
-    name="drum_type", labels=DRUM_CLASSES, sample_duration_s=SAMPLE_DURATION_S, held_out="drum kit",
+    name="drum_type",
+    labels=DRUM_CLASSES,
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="drum kit",
     description="Drum type of single real drum hits from the 14 Hydrogen drum kits (hydrogen-drumkits).",
-    notes=("Small: every labelled sample of the kits (about 620 clips). Test kits: "
-           + ", ".join(DRUM_TEST_KITS) + "; valid kits: " + ", ".join(DRUM_VALID_KITS) + "."),
+    notes=(
+        "Small: every labelled sample of the kits (about 620 clips). Test kits: "
+        + ", ".join(DRUM_TEST_KITS)
+        + "; valid kits: "
+        + ", ".join(DRUM_VALID_KITS)
+        + "."
+    ),
 )
 
 
@@ -43,8 +51,17 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
                 chosen += [pool[int(index)] for index in sorted(picks)]
         candidates = chosen
     decoded = map_ordered(lambda item: decode_or_reason(item[1].path), candidates)
-    clips = [LabeledClip(split=split, label=clip.info["drum_class"], wave=shape_clip(wave, SAMPLE_DURATION_S),
-                         source={"kit": clip.group, "instrument": clip.info["instrument"], "sample": clip.path.name})
-             for (split, clip), (wave, _) in zip(candidates, decoded) if wave is not None]
-    skipped = [{"path": str(clip.path), "reason": reason} for (_, clip), (_, reason) in zip(candidates, decoded) if reason]
+    clips = [
+        LabeledClip(
+            split=split,
+            label=clip.info["drum_class"],
+            wave=shape_clip(wave, SAMPLE_DURATION_S),
+            source={"kit": clip.group, "instrument": clip.info["instrument"], "sample": clip.path.name},
+        )
+        for (split, clip), (wave, _) in zip(candidates, decoded)
+        if wave is not None
+    ]
+    skipped = [
+        {"path": str(clip.path), "reason": reason} for (_, clip), (_, reason) in zip(candidates, decoded) if reason
+    ]
     return TaskBuild(spec=SPEC, clips=clips, skipped=skipped)

@@ -31,7 +31,9 @@ class TaskSpec:
     sample_duration_s: float
     held_out: str  # what the test split holds out, e.g. "soundfont"
     notes: str = ""  # caveats a user must know (confounds, small sizes)
-    label_kind: str = ""  # what the labels name; LANGUAGE_LABEL_KIND marks language-ID tasks (pipeline.evaluate.task_data)
+    label_kind: str = (
+        ""  # what the labels name; LANGUAGE_LABEL_KIND marks language-ID tasks (pipeline.evaluate.task_data)
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,9 +61,13 @@ def validate_clips(spec: TaskSpec, clips: list[LabeledClip]) -> None:
     n_samples = seconds_to_samples(spec.sample_duration_s)
     for clip in clips:
         if clip.split not in SPLITS or clip.label not in spec.labels:
-            raise ValueError(f"task {spec.name}: clip with split {clip.split!r} / label {clip.label!r} is outside the spec")
+            raise ValueError(
+                f"task {spec.name}: clip with split {clip.split!r} / label {clip.label!r} is outside the spec"
+            )
         if clip.wave.shape != (n_samples,) or clip.wave.dtype != np.float32:
-            raise ValueError(f"task {spec.name}: clip shaped {clip.wave.shape} {clip.wave.dtype}, expected ({n_samples},) float32")
+            raise ValueError(
+                f"task {spec.name}: clip shaped {clip.wave.shape} {clip.wave.dtype}, expected ({n_samples},) float32"
+            )
     for split in SPLITS:
         if not any(clip.split == split for clip in clips):
             raise ValueError(f"task {spec.name}: split {split!r} is empty")
@@ -84,17 +90,35 @@ def write_hear_task(tasks_dir: Path, build: TaskBuild, *, mode: str) -> dict:
     for split in SPLITS:
         _dump_json(task_dir / f"{split}.json", split_labels[split])
     _dump_json(task_dir / "clip_sources.json", split_sources)
-    (task_dir / "labelvocabulary.csv").write_text("idx,label\n" + "".join(f"{index},{label}\n" for index, label in enumerate(spec.labels)))
+    (task_dir / "labelvocabulary.csv").write_text(
+        "idx,label\n" + "".join(f"{index},{label}\n" for index, label in enumerate(spec.labels))
+    )
     metadata = {
-        "task_name": spec.name, "version": TASK_FORMAT_VERSION, "mode": mode, "embedding_type": "scene",
-        "prediction_type": "multiclass", "split_mode": "trainvaltest", "splits": list(SPLITS),
-        "sample_duration": spec.sample_duration_s, "evaluation": ["top1_acc"], "description": spec.description,
-        "held_out": spec.held_out, "notes": spec.notes, "skipped_sources": build.skipped,
+        "task_name": spec.name,
+        "version": TASK_FORMAT_VERSION,
+        "mode": mode,
+        "embedding_type": "scene",
+        "prediction_type": "multiclass",
+        "split_mode": "trainvaltest",
+        "splits": list(SPLITS),
+        "sample_duration": spec.sample_duration_s,
+        "evaluation": ["top1_acc"],
+        "description": spec.description,
+        "held_out": spec.held_out,
+        "notes": spec.notes,
+        "skipped_sources": build.skipped,
         "label_kind": spec.label_kind,
     }
     _dump_json(task_dir / "task_metadata.json", metadata)
-    counts = {split: dict(sorted(collections.Counter(labels[0] for labels in split_labels[split].values()).items()))
-              for split in SPLITS}
-    return {"task_name": spec.name, "n_classes": len(spec.labels), "held_out": spec.held_out,
-            "sample_duration": spec.sample_duration_s, "split_sizes": {split: len(split_labels[split]) for split in SPLITS},
-            "class_counts": counts}
+    counts = {
+        split: dict(sorted(collections.Counter(labels[0] for labels in split_labels[split].values()).items()))
+        for split in SPLITS
+    }
+    return {
+        "task_name": spec.name,
+        "n_classes": len(spec.labels),
+        "held_out": spec.held_out,
+        "sample_duration": spec.sample_duration_s,
+        "split_sizes": {split: len(split_labels[split]) for split in SPLITS},
+        "class_counts": counts,
+    }

@@ -16,7 +16,19 @@ from pipeline.corpus.tasks.clip_shaping import shape_clip
 from pipeline.corpus.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
 
 # The acoustic-instrument families; synth and sound-effect families have no shared timbre to learn.
-FAMILIES = ("piano", "chromatic_percussion", "organ", "guitar", "bass", "strings", "ensemble", "brass", "reed", "pipe", "ethnic")
+FAMILIES = (
+    "piano",
+    "chromatic_percussion",
+    "organ",
+    "guitar",
+    "bass",
+    "strings",
+    "ensemble",
+    "brass",
+    "reed",
+    "pipe",
+    "ethnic",
+)
 PITCH_RANGES = {"bass": (28, 55), "chromatic_percussion": (60, 84)}  # others: DEFAULT_PITCH_RANGE
 DEFAULT_PITCH_RANGE = (48, 79)
 SAMPLE_DURATION_S = 2.5
@@ -26,7 +38,10 @@ TINY_MELODIES_PER_PROGRAM = {"train": 1, "valid": 1, "test": 1}
 TINY_PROGRAMS_PER_FAMILY = 2
 
 SPEC = TaskSpec(
-    name="instrument_family", labels=FAMILIES, sample_duration_s=SAMPLE_DURATION_S, held_out="soundfont",
+    name="instrument_family",
+    labels=FAMILIES,
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="soundfont",
     description="General MIDI instrument family of a 5-note melody rendered by fluidsynth (8 programs per family).",
     notes=f"Train/valid soundfont {TRAIN_SOUNDFONT}; test soundfont {TEST_SOUNDFONT}.",
 )
@@ -49,11 +64,26 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
                 for program in family_programs(family, tiny=tiny):
                     for _ in range(per_program[split]):
                         plan.append((split, family, program))
-                        slots.append(random_melody(rng, program=program, low_pitch=low_pitch, high_pitch=high_pitch,
-                                                   n_notes=N_NOTES, note_ms=NOTE_MS))
-        waves = render_slots(soundfont, slots, slot_ms=SLOT_MS, clip_ms=round(SAMPLE_DURATION_S * 1000), work_dir=work_dir)
-        clips += [LabeledClip(split=split, label=family, wave=shape_clip(wave, SAMPLE_DURATION_S),
-                              source={"soundfont": soundfont, "program": program,
-                                      "pitches": [note.pitch for note in slot.notes]})
-                  for (split, family, program), slot, wave in zip(plan, slots, waves)]
+                        slots.append(
+                            random_melody(
+                                rng,
+                                program=program,
+                                low_pitch=low_pitch,
+                                high_pitch=high_pitch,
+                                n_notes=N_NOTES,
+                                note_ms=NOTE_MS,
+                            )
+                        )
+        waves = render_slots(
+            soundfont, slots, slot_ms=SLOT_MS, clip_ms=round(SAMPLE_DURATION_S * 1000), work_dir=work_dir
+        )
+        clips += [
+            LabeledClip(
+                split=split,
+                label=family,
+                wave=shape_clip(wave, SAMPLE_DURATION_S),
+                source={"soundfont": soundfont, "program": program, "pitches": [note.pitch for note in slot.notes]},
+            )
+            for (split, family, program), slot, wave in zip(plan, slots, waves)
+        ]
     return TaskBuild(spec=SPEC, clips=clips)

@@ -28,13 +28,18 @@ NON_SPEECH_PROMPTS = {"beep", "beeperr", "ascending-2tone", "descending-2tone"} 
 TINY_CLIPS_PER_LANGUAGE = {"train": 10, "valid": 3, "test": 5}
 
 SPEC = TaskSpec(
-    name="language_real", labels=LANGUAGES, label_kind=LANGUAGE_LABEL_KIND,
-    sample_duration_s=SAMPLE_DURATION_S, held_out="prompt text; second speakers",
+    name="language_real",
+    labels=LANGUAGES,
+    label_kind=LANGUAGE_LABEL_KIND,
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="prompt text; second speakers",
     description="Spoken language (en/es/fr/it/ru) of real studio telephone prompts (asterisk sound packages).",
-    notes=("Confound: train has one speaker per language (en and es share one speaker, Allison), so part of "
-           "the score can come from speaker identity. Test prompts have texts absent from train, and the test "
-           "split adds second speakers never seen in train (it: Menardi, es: Colombian speaker, fr: Armelle; "
-           "the last two are GSM-coded); their accuracy is the speaker-independent part."),
+    notes=(
+        "Confound: train has one speaker per language (en and es share one speaker, Allison), so part of "
+        "the score can come from speaker identity. Test prompts have texts absent from train, and the test "
+        "split adds second speakers never seen in train (it: Menardi, es: Colombian speaker, fr: Armelle; "
+        "the last two are GSM-coded); their accuracy is the speaker-independent part."
+    ),
 )
 
 
@@ -60,7 +65,10 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
         for split, per_language in TINY_CLIPS_PER_LANGUAGE.items():
             for language in LANGUAGES:
                 pool = [item for item in candidates if item[0] == split and item[1].info["language"] == language]
-                chosen += [pool[int(index)] for index in sorted(rng.choice(len(pool), size=min(per_language, len(pool)), replace=False))]
+                chosen += [
+                    pool[int(index)]
+                    for index in sorted(rng.choice(len(pool), size=min(per_language, len(pool)), replace=False))
+                ]
         candidates = chosen
     decoded = map_ordered(lambda item: decode_or_reason(item[1].path), candidates)
     clips, skipped = [], []
@@ -70,6 +78,12 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
             continue
         if len(wave) < seconds_to_samples(MIN_SPEECH_S):  # single syllables and clicks: too short to tell
             continue
-        clips.append(LabeledClip(split=split, label=clip.info["language"], wave=shape_clip(wave, SAMPLE_DURATION_S),
-                                 source={"speaker": clip.group, "prompt_id": clip.info["prompt_id"], "package": clip.package}))
+        clips.append(
+            LabeledClip(
+                split=split,
+                label=clip.info["language"],
+                wave=shape_clip(wave, SAMPLE_DURATION_S),
+                source={"speaker": clip.group, "prompt_id": clip.info["prompt_id"], "package": clip.package},
+            )
+        )
     return TaskBuild(spec=SPEC, clips=clips, skipped=skipped)

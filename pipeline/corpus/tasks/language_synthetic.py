@@ -27,8 +27,11 @@ CLIPS_PER_LANGUAGE = {"train": 120, "valid": 20, "test": 40}
 TINY_CLIPS_PER_LANGUAGE = {"train": 6, "valid": 2, "test": 3}
 
 SPEC = TaskSpec(
-    name="language_synthetic", labels=LANGUAGES, label_kind=LANGUAGE_LABEL_KIND,
-    sample_duration_s=SAMPLE_DURATION_S, held_out="voice variant; words",
+    name="language_synthetic",
+    labels=LANGUAGES,
+    label_kind=LANGUAGE_LABEL_KIND,
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="voice variant; words",
     description="Spoken language of espeak-ng speech (random words from Debian word lists) in 9 languages.",
     notes="Synthetic speech: the same formant synthesizer for all languages; test voice variants and words are unseen in train.",
 )
@@ -43,8 +46,11 @@ def plan_requests(rng: np.random.Generator, *, tiny: bool) -> list[tuple[str, st
             for _ in range(count):
                 request = espeak.SpeechRequest(
                     text=espeak.random_sentence(rng, language, split, n_words=int(rng.integers(3, 7))),
-                    voice=espeak.LANGUAGES[language][0], variant=str(rng.choice(VARIANTS_BY_SPLIT[split])),
-                    speed_wpm=int(rng.integers(140, 200)), pitch=int(rng.integers(25, 75)))
+                    voice=espeak.LANGUAGES[language][0],
+                    variant=str(rng.choice(VARIANTS_BY_SPLIT[split])),
+                    speed_wpm=int(rng.integers(140, 200)),
+                    pitch=int(rng.integers(25, 75)),
+                )
                 plan.append((split, language, request))
     return plan
 
@@ -52,8 +58,19 @@ def plan_requests(rng: np.random.Generator, *, tiny: bool) -> list[tuple[str, st
 def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     plan = plan_requests(np.random.default_rng(seed), tiny=tiny)
     waves = espeak.synthesize_all([request for _, _, request in plan], work_dir)
-    clips = [LabeledClip(split=split, label=language, wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
-                         source={"voice": request.voice, "variant": request.variant, "text": request.text,
-                                 "speed_wpm": request.speed_wpm, "pitch": request.pitch})
-             for (split, language, request), wave in zip(plan, waves)]
+    clips = [
+        LabeledClip(
+            split=split,
+            label=language,
+            wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
+            source={
+                "voice": request.voice,
+                "variant": request.variant,
+                "text": request.text,
+                "speed_wpm": request.speed_wpm,
+                "pitch": request.pitch,
+            },
+        )
+        for (split, language, request), wave in zip(plan, waves)
+    ]
     return TaskBuild(spec=SPEC, clips=clips)

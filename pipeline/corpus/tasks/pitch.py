@@ -29,12 +29,17 @@ VELOCITY_RANGE = (40, 127)
 MAX_DETUNE_CENTS = 49.0
 # Sustained or clearly pitched programs: no basses (their samples stop near C4), no percussive or
 # sound-effect programs, no synth effects (noise-like).
-PITCHED_PROGRAMS = tuple(program for program in range(112) if GM_FAMILIES[program // 8] not in ("bass", "synth_effects"))
+PITCHED_PROGRAMS = tuple(
+    program for program in range(112) if GM_FAMILIES[program // 8] not in ("bass", "synth_effects")
+)
 PROGRAMS_PER_SPLIT = {"train": 28, "valid": 6, "test": 10}
 TINY_PROGRAMS_PER_SPLIT = {"train": 2, "valid": 1, "test": 1}
 
 SPEC = TaskSpec(
-    name="pitch", labels=tuple(str(pitch) for pitch in PITCHES), sample_duration_s=SAMPLE_DURATION_S, held_out="soundfont",
+    name="pitch",
+    labels=tuple(str(pitch) for pitch in PITCHES),
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="soundfont",
     description="Nearest MIDI pitch (48-84) of one instrument note detuned by up to +-49 cents, rendered by fluidsynth.",
     notes=f"Train/valid soundfont {TRAIN_SOUNDFONT} (valid on programs unused in train); test soundfont {TEST_SOUNDFONT}.",
 )
@@ -45,7 +50,7 @@ def choose_programs(rng: np.random.Generator, *, tiny: bool) -> dict[str, list[i
     counts = TINY_PROGRAMS_PER_SPLIT if tiny else PROGRAMS_PER_SPLIT
     order = [PITCHED_PROGRAMS[int(index)] for index in rng.permutation(len(PITCHED_PROGRAMS))]
     train = sorted(order[: counts["train"]])
-    valid = sorted(order[counts["train"]: counts["train"] + counts["valid"]])
+    valid = sorted(order[counts["train"] : counts["train"] + counts["valid"]])
     test = sorted(int(program) for program in rng.choice(PITCHED_PROGRAMS, size=counts["test"], replace=False))
     return {"train": train, "valid": valid, "test": test}
 
@@ -57,14 +62,36 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     for soundfont, splits in ((TRAIN_SOUNDFONT, ("train", "valid")), (TEST_SOUNDFONT, ("test",))):
         plan = [(split, program, pitch) for split in splits for program in programs[split] for pitch in PITCHES]
         detunes_cents = [round(float(rng.uniform(-MAX_DETUNE_CENTS, MAX_DETUNE_CENTS)), 1) for _ in plan]
-        slots = [NoteSlot(notes=(MidiNote(start_ms=int(rng.integers(0, MAX_ONSET_MS + 1)),
-                                          duration_ms=int(rng.integers(NOTE_MS_RANGE[0], NOTE_MS_RANGE[1] + 1)), pitch=pitch,
-                                          velocity=int(rng.integers(VELOCITY_RANGE[0], VELOCITY_RANGE[1] + 1)),
-                                          program=program, bend_cents=detune_cents),))
-                 for (_, program, pitch), detune_cents in zip(plan, detunes_cents)]
-        waves = render_slots(soundfont, slots, slot_ms=SLOT_MS, clip_ms=round(SAMPLE_DURATION_S * 1000), work_dir=work_dir)
-        clips += [LabeledClip(split=split, label=str(pitch), wave=shape_clip(wave, SAMPLE_DURATION_S),
-                              source={"soundfont": soundfont, "program": program, "family": GM_FAMILIES[program // 8],
-                                      "detune_cents": detune_cents})
-                  for (split, program, pitch), detune_cents, wave in zip(plan, detunes_cents, waves)]
+        slots = [
+            NoteSlot(
+                notes=(
+                    MidiNote(
+                        start_ms=int(rng.integers(0, MAX_ONSET_MS + 1)),
+                        duration_ms=int(rng.integers(NOTE_MS_RANGE[0], NOTE_MS_RANGE[1] + 1)),
+                        pitch=pitch,
+                        velocity=int(rng.integers(VELOCITY_RANGE[0], VELOCITY_RANGE[1] + 1)),
+                        program=program,
+                        bend_cents=detune_cents,
+                    ),
+                )
+            )
+            for (_, program, pitch), detune_cents in zip(plan, detunes_cents)
+        ]
+        waves = render_slots(
+            soundfont, slots, slot_ms=SLOT_MS, clip_ms=round(SAMPLE_DURATION_S * 1000), work_dir=work_dir
+        )
+        clips += [
+            LabeledClip(
+                split=split,
+                label=str(pitch),
+                wave=shape_clip(wave, SAMPLE_DURATION_S),
+                source={
+                    "soundfont": soundfont,
+                    "program": program,
+                    "family": GM_FAMILIES[program // 8],
+                    "detune_cents": detune_cents,
+                },
+            )
+            for (split, program, pitch), detune_cents, wave in zip(plan, detunes_cents, waves)
+        ]
     return TaskBuild(spec=SPEC, clips=clips)

@@ -32,10 +32,14 @@ TINY_MIXTURES_PER_COUNT = {"train": 5, "valid": 2, "test": 3}
 GAIN_RANGE_DB = 3.0
 
 SPEC = TaskSpec(
-    name="speaker_count", labels=tuple(str(count) for count in COUNTS), sample_duration_s=SAMPLE_DURATION_S,
+    name="speaker_count",
+    labels=tuple(str(count) for count in COUNTS),
+    sample_duration_s=SAMPLE_DURATION_S,
     held_out="speaker",
     description="Number of distinct real voices (1-4) in a 4 s mixture of utterances at random offsets.",
-    notes="Test voices: " + ", ".join(SPEAKER_COUNT_TEST_SPEAKERS) + ". Utterances are short, so voices overlap only partly.",
+    notes="Test voices: "
+    + ", ".join(SPEAKER_COUNT_TEST_SPEAKERS)
+    + ". Utterances are short, so voices overlap only partly.",
 )
 
 
@@ -43,13 +47,17 @@ def voice_clips() -> dict[str, list[SourceClip]]:
     """speaker -> utterance files, sorted."""
     by_speaker: dict[str, list[SourceClip]] = {}
     clips = prepare_asterisk_prompts()
-    clips += prepare_fillets_dialogue("cs", main_voices_only=True) + prepare_fillets_dialogue("nl", main_voices_only=True)
+    clips += prepare_fillets_dialogue("cs", main_voices_only=True) + prepare_fillets_dialogue(
+        "nl", main_voices_only=True
+    )
     for clip in clips:
         by_speaker.setdefault(clip.group, []).append(clip)
     return dict(sorted(by_speaker.items()))
 
 
-def sample_utterances(rng: np.random.Generator, *, tiny: bool) -> tuple[dict[str, list[tuple[SourceClip, np.ndarray]]], list[dict]]:
+def sample_utterances(
+    rng: np.random.Generator, *, tiny: bool
+) -> tuple[dict[str, list[tuple[SourceClip, np.ndarray]]], list[dict]]:
     """A random pool of decoded utterances (longer than MIN_UTTERANCE_S) per speaker, and the unreadable files."""
     wanted = TINY_UTTERANCES_PER_SPEAKER if tiny else UTTERANCES_PER_SPEAKER
     candidates = []
@@ -87,7 +95,7 @@ def mix(rng: np.random.Generator, utterances: list[np.ndarray]) -> np.ndarray:
     for wave in utterances:
         wave = normalize_loudness(wave[:n_samples]) * 10 ** (rng.uniform(-GAIN_RANGE_DB, GAIN_RANGE_DB) / 20)
         offset = int(rng.integers(0, n_samples - len(wave) + 1))
-        mixture[offset: offset + len(wave)] += wave
+        mixture[offset : offset + len(wave)] += wave
     return normalize_loudness(mixture.astype(np.float32))
 
 
@@ -101,7 +109,15 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
         for count in COUNTS:
             for _ in range(per_count):
                 chosen = sorted(str(speaker) for speaker in rng.choice(speakers, size=count, replace=False))
-                picks = [by_split[split][speaker][int(rng.integers(len(by_split[split][speaker])))] for speaker in chosen]
-                clips.append(LabeledClip(split=split, label=str(count), wave=mix(rng, [wave for _, wave in picks]),
-                                         source={"speakers": chosen, "files": [str(clip.path) for clip, _ in picks]}))
+                picks = [
+                    by_split[split][speaker][int(rng.integers(len(by_split[split][speaker])))] for speaker in chosen
+                ]
+                clips.append(
+                    LabeledClip(
+                        split=split,
+                        label=str(count),
+                        wave=mix(rng, [wave for _, wave in picks]),
+                        source={"speakers": chosen, "files": [str(clip.path) for clip, _ in picks]},
+                    )
+                )
     return TaskBuild(spec=SPEC, clips=clips, skipped=skipped)

@@ -31,7 +31,10 @@ CLIPS_PER_DIGIT = {"train": 100, "valid": 20, "test": 40}
 TINY_CLIPS_PER_DIGIT = {"train": 5, "valid": 2, "test": 2}
 
 SPEC = TaskSpec(
-    name="spoken_digits", labels=LABELS, sample_duration_s=SAMPLE_DURATION_S, held_out="voice variant; real speaker",
+    name="spoken_digits",
+    labels=LABELS,
+    sample_duration_s=SAMPLE_DURATION_S,
+    held_out="voice variant; real speaker",
     description="Isolated English digits 0-9: espeak-ng voices in train; test adds real recorded digits (asterisk, Allison).",
     notes="Only 10 real recordings exist (one per digit), all in test; the rest of test is held-out synthetic voices.",
 )
@@ -43,20 +46,47 @@ def build(*, seed: int, tiny: bool, work_dir: Path) -> TaskBuild:
     for split, count in (TINY_CLIPS_PER_DIGIT if tiny else CLIPS_PER_DIGIT).items():
         for digit, word in enumerate(DIGIT_WORDS):
             for _ in range(count):
-                plan.append((split, str(digit), espeak.SpeechRequest(
-                    text=word, voice=str(rng.choice(ENGLISH_VOICES)), variant=str(rng.choice(VARIANTS_BY_SPLIT[split])),
-                    speed_wpm=int(rng.integers(120, 200)), pitch=int(rng.integers(20, 80)))))
+                plan.append(
+                    (
+                        split,
+                        str(digit),
+                        espeak.SpeechRequest(
+                            text=word,
+                            voice=str(rng.choice(ENGLISH_VOICES)),
+                            variant=str(rng.choice(VARIANTS_BY_SPLIT[split])),
+                            speed_wpm=int(rng.integers(120, 200)),
+                            pitch=int(rng.integers(20, 80)),
+                        ),
+                    )
+                )
     waves = espeak.synthesize_all([request for _, _, request in plan], work_dir)
-    clips = [LabeledClip(split=split, label=label, wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
-                         source={"voice": request.voice, "variant": request.variant, "speed_wpm": request.speed_wpm,
-                                 "pitch": request.pitch, "speaker": f"espeak:{request.voice}+{request.variant}"})
-             for (split, label, request), wave in zip(plan, waves)]
+    clips = [
+        LabeledClip(
+            split=split,
+            label=label,
+            wave=shape_clip(trim_leading_silence(wave), SAMPLE_DURATION_S),
+            source={
+                "voice": request.voice,
+                "variant": request.variant,
+                "speed_wpm": request.speed_wpm,
+                "pitch": request.pitch,
+                "speaker": f"espeak:{request.voice}+{request.variant}",
+            },
+        )
+        for (split, label, request), wave in zip(plan, waves)
+    ]
     for digit in range(10):
         path = REAL_DIGITS_DIR / f"{digit}.wav"
         wave, reason = decode_or_reason(path)
         if wave is None:
             raise FileNotFoundError(f"real digit recording {path}: {reason}; reinstall asterisk-core-sounds-en-wav")
         wave = trim_leading_silence(wave)
-        clips.append(LabeledClip(split="test", label=str(digit), wave=shape_clip(wave, SAMPLE_DURATION_S),
-                                 source={"speaker": "allison", "recording": str(path)}))
+        clips.append(
+            LabeledClip(
+                split="test",
+                label=str(digit),
+                wave=shape_clip(wave, SAMPLE_DURATION_S),
+                source={"speaker": "allison", "recording": str(path)},
+            )
+        )
     return TaskBuild(spec=SPEC, clips=clips)

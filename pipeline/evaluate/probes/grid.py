@@ -79,7 +79,9 @@ def full_grid(hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES) -> l
     ]
 
 
-def sample_grid(grid_points: int, seed: int, hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES) -> list[ProbeConfig]:
+def sample_grid(
+    grid_points: int, seed: int, hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES
+) -> list[ProbeConfig]:
     grid = full_grid(hidden_layer_choices)
     if not 1 <= grid_points <= len(grid):
         raise ValueError(f"grid_points must be in 1..{len(grid)}, got {grid_points}")
@@ -162,7 +164,9 @@ def _validate_and_stop(
     """Update each config's best validation score; drop configs whose patience ran out."""
     still_running = []
     for stack in stacks:
-        validation_scores = score_predictions(metric, stack.predict(valid.features), valid.targets, class_labels=class_labels)
+        validation_scores = score_predictions(
+            metric, stack.predict(valid.features), valid.targets, class_labels=class_labels
+        )
         test_scores = score_predictions(metric, stack.predict(test.features), test.targets, class_labels=class_labels)
         keep = []
         for index, config in enumerate(stack.configs):

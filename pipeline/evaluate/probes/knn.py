@@ -15,7 +15,7 @@ Protocol, for one (train, valid, test) fold:
 
 Deterministic: the probe has no random state, so every seed gives the same score and the spread
 over seeds is 0 by construction (`probe_task` scores each fold once). The chosen k's test score
-carries a bootstrap over test clips instead (pipeline.evaluate.probes.test_bootstrap).
+carries a bootstrap over test clips instead (pipeline.evaluate.probes.bootstrap).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pipeline.evaluate.probes.bootstrap import bootstrap_test_scores
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.linear import ChosenProbeResult, choose_on_validation
 from pipeline.evaluate.probes.metrics import score_predictions
-from pipeline.evaluate.probes.test_bootstrap import bootstrap_test_scores
 
 DEFAULT_K_GRID = (1, 3, 5, 10, 20, 50)
 VOTES = ("majority", "weighted")
@@ -82,7 +82,9 @@ def knn_scores(
     for start in range(0, len(queries), QUERY_BATCH):
         similarity = queries[start : start + QUERY_BATCH] @ train_features.T  # (q, n_train)
         top_similarity, top_index = similarity.topk(k_max, dim=1)  # sorted, nearest first
-        weights = torch.ones_like(top_similarity) if vote == "majority" else torch.exp((top_similarity - 1.0) / temperature)
+        weights = (
+            torch.ones_like(top_similarity) if vote == "majority" else torch.exp((top_similarity - 1.0) / temperature)
+        )
         weighted_labels = weights.unsqueeze(-1) * train_labels[top_index]  # (q, k_max, classes)
         label_sums = weighted_labels.cumsum(dim=1)  # running sums over the nearest 1..k_max
         weight_sums = weights.cumsum(dim=1)
@@ -118,8 +120,14 @@ def run_knn_probe(
     labels = _label_matrix(train.targets, n_classes).double()
 
     def class_scores(split: SplitArrays) -> torch.Tensor:  # (k_grid, n, classes)
-        return knn_scores(neighbours, labels, _normalised(split.features, mean, std), k_grid,
-                          vote=config.vote, temperature=config.temperature).float()
+        return knn_scores(
+            neighbours,
+            labels,
+            _normalised(split.features, mean, std),
+            k_grid,
+            vote=config.vote,
+            temperature=config.temperature,
+        ).float()
 
     def scores(split: SplitArrays, outputs: torch.Tensor) -> np.ndarray:
         # Multilabel metrics apply a sigmoid first: monotone, so rankings (AP, AUC) are unchanged.
@@ -130,5 +138,9 @@ def run_knn_probe(
     def resampled(best: int) -> np.ndarray:
         return bootstrap_test_scores(metric, test_outputs[best], test.targets, class_labels=class_labels)
 
-    return choose_on_validation(tuple(float(k) for k in k_grid), scores(valid, class_scores(valid)),
-                                scores(test, test_outputs), test_bootstrap=resampled)
+    return choose_on_validation(
+        tuple(float(k) for k in k_grid),
+        scores(valid, class_scores(valid)),
+        scores(test, test_outputs),
+        test_bootstrap=resampled,
+    )

@@ -87,7 +87,9 @@ def pad_frame_features(per_clip: Sequence[np.ndarray], targets: np.ndarray) -> F
     for index, clip_frames in enumerate(per_clip):
         frames[index, : len(clip_frames)] = torch.from_numpy(np.asarray(clip_frames, dtype=np.float32))
     valid_frames = torch.arange(frames.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
-    return FrameSplit(frames=frames, valid_frames=valid_frames, targets=torch.as_tensor(np.asarray(targets), dtype=torch.long))
+    return FrameSplit(
+        frames=frames, valid_frames=valid_frames, targets=torch.as_tensor(np.asarray(targets), dtype=torch.long)
+    )
 
 
 def concat_frame_splits(splits: Sequence[FrameSplit]) -> FrameSplit:
@@ -155,8 +157,12 @@ def train_lid_probe(
     train, valid, test = (_standardised(split, mean, std) for split in (train, valid, test))
     torch.manual_seed(seed)  # initialisation and dropout masks
     head = LanguageIdHead(
-        train.frames.shape[-1], n_classes, attention=config.attention, heads=config.heads,
-        attention_dim=config.attention_dim, dropout=config.dropout,
+        train.frames.shape[-1],
+        n_classes,
+        attention=config.attention,
+        heads=config.heads,
+        attention_dim=config.attention_dim,
+        dropout=config.dropout,
     )
     optimizer = torch.optim.Adam(head.parameters(), lr=config.learning_rate)
     shuffle_generator = torch.Generator().manual_seed(seed)
@@ -175,7 +181,9 @@ def train_lid_probe(
         if epoch % config.validate_every_epochs:
             continue
         validation_logits = _predict(head, valid)
-        validation_score = float(score_predictions(metric, validation_logits, valid.targets, class_labels=class_labels)[0])
+        validation_score = float(
+            score_predictions(metric, validation_logits, valid.targets, class_labels=class_labels)[0]
+        )
         validation_loss = float(F.cross_entropy(validation_logits[0], valid.targets))
         # At lr 1e-4 accuracy on a small validation split moves in steps and can sit on a plateau
         # for many epochs while the head is still learning; a tie in score with a lower validation
@@ -185,7 +193,9 @@ def train_lid_probe(
         )
         if improved:
             best_validation, best_loss, checks_since_best = validation_score, validation_loss, 0
-            test_at_best = float(score_predictions(metric, _predict(head, test), test.targets, class_labels=class_labels)[0])
+            test_at_best = float(
+                score_predictions(metric, _predict(head, test), test.targets, class_labels=class_labels)[0]
+            )
         else:
             checks_since_best += 1
             if checks_since_best >= config.patience_checks:
@@ -217,5 +227,10 @@ def probe_task_lid(
         )
 
     return score_over_seeds_and_folds(
-        task, frames_by_split.keys(), seeds=seeds, probe=config.probe_name, score_fold=score_fold, inputs="frame embeddings"
+        task,
+        frames_by_split.keys(),
+        seeds=seeds,
+        probe=config.probe_name,
+        score_fold=score_fold,
+        inputs="frame embeddings",
     )

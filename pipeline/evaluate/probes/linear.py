@@ -12,7 +12,7 @@ frozen embedding makes linearly available. Protocol, for one (train, valid, test
 
 lbfgs from a zero start is deterministic: the probe has no random state, so every seed gives the
 same score and the spread over seeds is 0 by construction (`probe_task` fits each fold once). The
-chosen C's test score carries a bootstrap over test clips instead (pipeline.evaluate.probes.test_bootstrap).
+chosen C's test score carries a bootstrap over test clips instead (pipeline.evaluate.probes.bootstrap).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
+from pipeline.evaluate.probes.bootstrap import bootstrap_test_scores
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.metrics import score_predictions
-from pipeline.evaluate.probes.test_bootstrap import bootstrap_test_scores
 
 DEFAULT_C_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 # A class the training split never shows can never be predicted: its logit is this (finite, so
@@ -57,7 +57,7 @@ class ChosenProbeResult:
     validation_score: float
     test_score: float
     validation_scores: dict[float, float]  # every grid value's validation score
-    # The chosen value's test score on resampled test clips (pipeline.evaluate.probes.test_bootstrap):
+    # The chosen value's test score on resampled test clips (pipeline.evaluate.probes.bootstrap):
     # the noise floor of a probe whose seeds give no spread. None where it was not computed.
     test_bootstrap: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -90,18 +90,23 @@ def _fit_multiclass(features: np.ndarray, targets: np.ndarray, n_classes: int, c
     """A function mapping features to (n, n_classes) log-probabilities of one fitted C."""
     seen = np.unique(targets)
     if len(seen) == 1:  # one class in training: it is always predicted
+
         def constant(x: np.ndarray) -> np.ndarray:
             logits = np.full((len(x), n_classes), ABSENT_CLASS_LOGIT)
             logits[:, seen[0]] = 0.0
             return logits
+
         return constant
     model = LogisticRegression(C=c, max_iter=max_iter).fit(features, targets)
 
     def predict(x: np.ndarray) -> np.ndarray:
         logits = np.full((len(x), n_classes), ABSENT_CLASS_LOGIT)
         # log(probability), floored: a saturated fit's probabilities underflow to 0.
-        logits[:, model.classes_] = np.maximum(np.log(np.maximum(model.predict_proba(x), 1e-300)), ABSENT_CLASS_LOGIT / 2)
+        logits[:, model.classes_] = np.maximum(
+            np.log(np.maximum(model.predict_proba(x), 1e-300)), ABSENT_CLASS_LOGIT / 2
+        )
         return logits
+
     return predict
 
 
@@ -119,6 +124,7 @@ def _fit_multilabel(features: np.ndarray, targets: np.ndarray, c: float, max_ite
         return np.stack(
             [np.full(len(x), m) if isinstance(m, float) else m.decision_function(x) for m in models], axis=1
         )
+
     return predict
 
 
@@ -157,5 +163,6 @@ def run_linear_probe(
         outputs = torch.from_numpy(test_logits[best].astype(np.float32))
         return bootstrap_test_scores(metric, outputs, test.targets, class_labels=class_labels)
 
-    return choose_on_validation(config.c_grid, scores(valid_logits, valid), scores(test_logits, test),
-                                test_bootstrap=resampled)
+    return choose_on_validation(
+        config.c_grid, scores(valid_logits, valid), scores(test_logits, test), test_bootstrap=resampled
+    )

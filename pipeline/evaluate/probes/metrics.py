@@ -54,11 +54,15 @@ def per_clip_hits(
     if metric in MULTILABEL_METRICS:
         raise ValueError(f"{metric} is not a mean of per-clip hits; score resamples with score_predictions")
     if metric not in MULTICLASS_METRICS:
-        raise ValueError(f"unknown task metric {metric!r}; supported: {', '.join(MULTICLASS_METRICS + MULTILABEL_METRICS)}")
+        raise ValueError(
+            f"unknown task metric {metric!r}; supported: {', '.join(MULTICLASS_METRICS + MULTILABEL_METRICS)}"
+        )
     predicted = logits.argmax(dim=-1)
     if metric == "chroma_acc":
         pitches = _class_pitches(class_labels)
-        return ((pitches[predicted] % SEMITONES_PER_OCTAVE) == (pitches[targets] % SEMITONES_PER_OCTAVE)).double().numpy()
+        return (
+            ((pitches[predicted] % SEMITONES_PER_OCTAVE) == (pitches[targets] % SEMITONES_PER_OCTAVE)).double().numpy()
+        )
     return (predicted == targets).double().numpy()
 
 
@@ -88,6 +92,4 @@ def score_predictions(
         probabilities = torch.sigmoid(logits).numpy()
         per_config_fn = (lambda t, s: _per_class_mean(t, s, average_precision_score)) if metric == "mAP" else _d_prime
         return np.array([per_config_fn(target_matrix, probabilities[c]) for c in range(len(probabilities))])
-    raise ValueError(
-        f"unknown task metric {metric!r}; supported: {', '.join(MULTICLASS_METRICS + MULTILABEL_METRICS)}"
-    )
+    raise ValueError(f"unknown task metric {metric!r}; supported: {', '.join(MULTICLASS_METRICS + MULTILABEL_METRICS)}")

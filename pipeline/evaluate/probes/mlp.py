@@ -114,9 +114,9 @@ class StackedProbeMLPs:
         """One Adam step of every config on the same batch (each config's own learning rate)."""
         logits = self.forward(features, training=True)  # (C, batch, out)
         if multilabel:
-            per_config = F.binary_cross_entropy_with_logits(
-                logits, targets.expand_as(logits), reduction="none"
-            ).mean(dim=(1, 2))
+            per_config = F.binary_cross_entropy_with_logits(logits, targets.expand_as(logits), reduction="none").mean(
+                dim=(1, 2)
+            )
         else:
             per_config = F.cross_entropy(
                 logits.transpose(1, 2), targets.expand(logits.shape[0], -1), reduction="none"
@@ -131,19 +131,36 @@ class StackedProbeMLPs:
         # learning rate: the same update as torch.optim.Adam, 3-4x cheaper than composing it from ops.
         for learning_rate in sorted(set(self.learning_rates.flatten().tolist())):
             configs = [c for c, lr in enumerate(self.learning_rates.flatten().tolist()) if lr == learning_rate]
-            views = [(p[c], g[c], m[c], v[c], steps[c]) for p, g, m, v, steps in zip(
-                parameters, gradients, self._adam_m, self._adam_v, self._adam_steps) for c in configs]
+            views = [
+                (p[c], g[c], m[c], v[c], steps[c])
+                for p, g, m, v, steps in zip(parameters, gradients, self._adam_m, self._adam_v, self._adam_steps)
+                for c in configs
+            ]
             params, grads, exp_avgs, exp_avg_sqs, state_steps = (list(column) for column in zip(*views))
             adam_functional(
-                params, grads, exp_avgs, exp_avg_sqs, [], state_steps, fused=True,
-                amsgrad=False, has_complex=False, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1],
-                lr=learning_rate, weight_decay=0.0, eps=ADAM_EPS, maximize=False,
+                params,
+                grads,
+                exp_avgs,
+                exp_avg_sqs,
+                [],
+                state_steps,
+                fused=True,
+                amsgrad=False,
+                has_complex=False,
+                beta1=ADAM_BETAS[0],
+                beta2=ADAM_BETAS[1],
+                lr=learning_rate,
+                weight_decay=0.0,
+                eps=ADAM_EPS,
+                maximize=False,
             )
 
     @torch.no_grad()
     def predict(self, features: torch.Tensor, *, batch_size: int = 4096) -> torch.Tensor:
         """Eval-mode logits (configs, n, out), in batches to bound memory."""
-        chunks = [self.forward(features[i : i + batch_size], training=False) for i in range(0, len(features), batch_size)]
+        chunks = [
+            self.forward(features[i : i + batch_size], training=False) for i in range(0, len(features), batch_size)
+        ]
         return torch.cat(chunks, dim=1)
 
     def keep(self, config_indices: list[int]) -> None:

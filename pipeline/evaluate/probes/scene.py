@@ -51,9 +51,7 @@ def scene_probe(name: str) -> SceneProbe:
 
 
 def _concat(splits: Sequence[SplitArrays]) -> SplitArrays:
-    return SplitArrays(
-        features=torch.cat([s.features for s in splits]), targets=torch.cat([s.targets for s in splits])
-    )
+    return SplitArrays(features=torch.cat([s.features for s in splits]), targets=torch.cat([s.targets for s in splits]))
 
 
 def split_arrays(features: np.ndarray, targets: np.ndarray) -> SplitArrays:
@@ -62,7 +60,9 @@ def split_arrays(features: np.ndarray, targets: np.ndarray) -> SplitArrays:
         raise ValueError(f"{len(features)} embeddings but {len(targets)} targets")
     target_tensor = torch.from_numpy(targets)
     target_tensor = target_tensor.float() if target_tensor.ndim == 2 else target_tensor.long()
-    return SplitArrays(features=torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)), targets=target_tensor)
+    return SplitArrays(
+        features=torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)), targets=target_tensor
+    )
 
 
 def probe_task(

@@ -57,7 +57,7 @@ def score_over_seeds_and_folds(
 def fold_test_replicates(fold_results: list) -> np.ndarray | None:
     """The task score on resampled test clips, folds averaged replicate by replicate as their scores
     are (each fold's test set resampled independently); None unless every fold carries a bootstrap
-    (deterministic probes do: pipeline.evaluate.probes.test_bootstrap)."""
+    (deterministic probes do: pipeline.evaluate.probes.bootstrap)."""
     draws = [getattr(result, "test_bootstrap", None) for result in fold_results]
     if not draws or any(d is None for d in draws):
         return None

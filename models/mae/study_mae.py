@@ -1,0 +1,77 @@
+"""The RankMe scaling study's vanilla MAE, `mae-en<width>-<depth>` (Dasheng-style front end).
+
+Pre-LN ViT blocks, heads = width / 64, 4-frame x 64-bin patches over 10 s crops (250 tokens),
+mask 0.75, no cls token; decoder 512 wide, 8 blocks, 16 heads. From Dasheng's code (the study
+follows it, Sec. III-B / App. B): a BatchNorm over the 64 mel bins at the encoder input, separate
+learnable time and frequency position tables in the encoder (one learnable table in the decoder),
+masking in pairs of time-adjacent patches, targets normalized per patch.
+
+These pieces reproduce every total of the study's Table I within 0.02% (worst en768-1, -0.020%;
+tests/models/test_parameter_counts.py). Against one flat 250 x width encoder table (worst
+-0.023%), the BatchNorm adds 2 x 64 parameters and the time/frequency tables 250 x width +
+1 x width, one width more: + (128 + width) per model.
+"""
+
+from __future__ import annotations
+
+from models.config_overrides import apply_overrides
+from models.mae.config import MaskedAutoencoderConfig
+from models.mae.masked_autoencoder import MaskedAutoencoder
+from models.registry import register_model
+
+# (width, depth) -> total parameters in millions, the study's Table I.
+STUDY_TABLE_TOTAL_M = {
+    (1536, 24): 707.01, (1536, 12): 367.03, (1024, 12): 177.69, (768, 12): 111.32,
+    (512, 12): 63.84, (256, 12): 35.22, (128, 12): 27.99, (768, 8): 82.97,
+    (512, 8): 51.23, (256, 8): 32.06, (768, 4): 54.62, (512, 4): 38.62,
+    (256, 4): 28.90, (768, 1): 33.36, (512, 1): 29.16, (256, 1): 26.53,
+}  # fmt: skip
+
+
+def study_mae_config(name: str, width: int, depth: int) -> MaskedAutoencoderConfig:
+    return MaskedAutoencoderConfig(
+        name=name,
+        frontend_preset="dasheng",
+        n_mels=64,
+        crop_frames=1000,  # 10 s at a 10 ms hop -> 250 patches of 4 frames
+        patch_frames=4,
+        patch_bins=64,
+        mask_ratio=0.75,
+        block="vit",
+        encoder_dim=width,
+        encoder_depth=depth,
+        encoder_heads=max(1, width // 64),
+        # Dasheng's encoder: separate learnable time (250) and frequency (1) tables; its decoder keeps
+        # one learnable table over all patches (AudioTransformerMAE_Decoder.pos_embed).
+        encoder_positions="learnable_time_freq",
+        cls_token=False,
+        decoder_dim=512,
+        decoder_depth=8,
+        decoder_heads=16,
+        decoder_positions="learnable",
+        normalize_target_patches=True,  # Dasheng's normalized-patch MSE
+        input_batchnorm=True,  # Dasheng's init_bn over the 64 mel bins
+        mask_group_patches=2,  # Dasheng's group_masking: True (random_masking_group, factor 2)
+    )
+
+
+def debug_mae_config() -> MaskedAutoencoderConfig:
+    """Trains on CPU in seconds: 2 s crops (50 patches), tiny widths."""
+    config = study_mae_config("mae-debug", width=64, depth=2)
+    return apply_overrides(config, {"crop_frames": 200, "decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 2})
+
+
+def _register() -> None:
+    for (width, depth), total_m in STUDY_TABLE_TOTAL_M.items():
+        name = f"mae-en{width}-{depth}"
+        config = study_mae_config(name, width, depth)
+        register_model(
+            name,
+            lambda _config=config, **overrides: MaskedAutoencoder(apply_overrides(_config, overrides)),
+            paper_parameters=f"total {total_m:.2f}M (study Table I)",
+        )
+    debug = debug_mae_config()
+    register_model("mae-debug", lambda **overrides: MaskedAutoencoder(apply_overrides(debug, overrides)))
+
+
+_register()

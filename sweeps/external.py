@@ -1,0 +1,83 @@
+"""`python -m sweeps.external --hear-module PKG.MODULE [--model-file F] --study NAME [--label L]`.
+
+Scores any HEAR-API module (pipeline.evaluate.hear_module_cli) on the RankMe pool and with the
+probe a study's trials used, and logs it as an external point of that study
+(sweeps.study.external_log): a child run of the study run, drawn on its Q(R) figure at the next
+refit (`python -m sweeps.laws --study NAME`) and never fitted. Every other flag is
+`python -m pipeline.evaluate`'s; `--rankme-shards DIR --rankme-crop-frames N` measure R on another
+pool instead, whose R does not compare with the trials'.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline import paths
+from pipeline.cli_errors import UserError, run_cli
+from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
+from pipeline.evaluate.__main__ import check_device, probe_training_from
+from pipeline.evaluate.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
+from pipeline.tracking.setup import resolve_tracking_uri
+from sweeps.study.external_log import log_external_point, study_probe, study_rankme_pool, study_run_id
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = build_evaluate_parser()
+    parser.prog = "python -m sweeps.external"
+    parser.description = (
+        "An outside (HEAR-API) model scored on a study's RankMe pool and probe, logged as its external point."
+    )
+    parser.add_argument(
+        "--study", required=True, help="the study whose pool and probe to use; the point becomes its child run"
+    )
+    parser.add_argument("--label", default=None, help="the point's name on the study figure; None: the module name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.hear_module:
+        raise UserError(
+            "python -m sweeps.external scores a --hear-module PKG.MODULE; to evaluate a checkpoint "
+            "use python -m pipeline.evaluate"
+        )
+    check_device(args.device)
+    probe_training = probe_training_from(args)
+    label = output_label(args, args.label)
+    uri = resolve_tracking_uri(args.tracking_uri)
+    study_run = study_run_id(uri, args.study)
+    probe = study_probe(uri, study_run)
+    if probe and probe != args.probe:
+        raise UserError(
+            f"--study {args.study} scored Q with the {probe} probe; pass --probe {probe} "
+            f"(not {args.probe}): Q compares only within one probe"
+        )
+    if args.rankme_n is not None and not args.rankme_shards:
+        raise UserError(
+            "--rankme-n with --study: the study's pool sets N; add --rankme-shards (and "
+            "--rankme-crop-frames) to measure on another pool, whose R does not compare with the trials'"
+        )
+    pool = pool_from_flags(args) or study_rankme_pool(uri, study_run, args.study)
+    result, hear, tasks_dir = score_hear_module(args, probe_training, pool)
+    if not args.no_mlflow:
+        result.run_id = log_external_point(
+            result,
+            hear,
+            tracking_uri=uri,
+            parent_run_id=study_run,
+            study_name=args.study,
+            label=label,
+            tasks_dir=str(tasks_dir),
+        )
+    print_results(result, Path(args.output) if args.output else paths.audioscale_home() / "external" / label)
+    if result.run_id:
+        print(
+            f"MLflow run: {result.run_id} (external point of study {args.study}; "
+            f"`python -m sweeps.laws --study {args.study}` redraws its figures with it, outside the fits)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main, "external"))

@@ -1,0 +1,41 @@
+"""A trial runner for driver tests: a closed-form Q(R) instead of pretraining (seconds, not minutes).
+
+Ray workers import it by name (`tests.support.synthetic_trials:run_synthetic_trial`). Every call
+appends the trial name to `<storage_path>/executions.txt`; a file `<storage_path>/crash-<trial>`
+makes that trial raise, as a crashing pretraining would. A file `<storage_path>/hold-seconds`
+makes every trial take that long, and each then appends "name start end eval_workers" to
+`<storage_path>/intervals.txt` (for the concurrency test).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.tracking import TrialResult
+
+TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
+
+
+def run_synthetic_trial(spec, context, run) -> TrialResult:
+    storage = Path(context.storage_path)
+    storage.mkdir(parents=True, exist_ok=True)
+    with open(storage / "executions.txt", "a") as ledger:
+        ledger.write(spec.name + "\n")
+    if (storage / f"crash-{spec.name}").exists():
+        raise RuntimeError(f"synthetic crash of {spec.name}")
+    hold = storage / "hold-seconds"
+    if hold.exists():
+        started = time.time()
+        time.sleep(float(hold.read_text()))
+        with open(storage / "intervals.txt", "a") as intervals:
+            intervals.write(f"{spec.name} {started} {time.time()} {context.eval_workers}\n")
+    ratio = float(spec.mask_ratio)
+    rankme = 40.0 + 400.0 * ratio**2
+    q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme))
+    return TrialResult(
+        trial=spec.name, model_name=spec.model_name, arch=spec.arch, n_params=1000, hours=3.0, flops=1e12,
+        mask_ratio=ratio, rankme=rankme, rankme_by_step={10: 0.6 * rankme, spec.train_steps: rankme}, q=q,
+        task_scores={"synthetic": q},
+    )  # fmt: skip

@@ -1,0 +1,244 @@
+"""What a researcher sees in a study's report, figures and closing lines: informative intervals only,
+no law along an axis the grid does not vary, one RankMe name, readable figures, embedded images."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PolyCollection
+
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.report.figures import study_figures
+from sweeps.report.fits import fit_study_laws
+from sweeps.report.intervals import informative_interval
+from sweeps.report.markdown import figures_markdown, study_markdown
+from sweeps.report.naive_baseline import NAIVE_BASELINE, NAIVE_BASELINE_BY_PROBE, naive_mean
+from sweeps.report.study_info import StudyInfo
+from sweeps.report.summary import mlflow_ui_lines, summary_lines
+from tests.support.synthetic_trials import TRUE_Q_OF_R
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
+STEPS = (0, 25, 50, 100)
+
+
+def _mask_ratio_checkpoints(seed_spread: float = 0.8) -> pd.DataFrame:
+    """5 mask-ratio trials x 4 checkpoints, RankMe 24-31 (under a decade), Q on the synthetic Q(R)
+    law; FLOPs differ slightly with the mask ratio, as in the real study; 2-seed intervals."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for ratio in MASK_RATIOS:
+        for step in STEPS:
+            rankme = 24.0 + 7.0 * ratio * step / 100 + rng.normal(0.0, 0.05)
+            q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme)) + rng.normal(0.0, 0.002)
+            rows.append({
+                "trial": f"mask{ratio:.2f}", "step": step, "mask_ratio": ratio, "n_params": 144_672, "hours": 3.0,
+                "flops": 1e12 * (1.0 - 0.3 * ratio) * max(step, 1), "arch": "mae", "rankme": rankme, "rankme_n": 600,
+                "q": q, "q_ci_low": q - seed_spread, "q_ci_high": q + seed_spread, "status": "ok",
+                **{f"score/{task}": naive + (0.05 if i % 2 else -0.05) for i, (task, naive) in enumerate(NAIVE_BASELINE.items())},
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+INFO = StudyInfo(name="mask_ratio-cpu_default", grid="mask_ratio", probe="quick", probe_seeds=2)
+
+
+@pytest.mark.parametrize(
+    "low,high,seeds,probe,expected",
+    [
+        (-0.29, 1.34, 2, "quick", "n/a (2 seeds)"),  # the default study's interval over 2 seeds
+        (0.51, 0.55, 2, "quick", "n/a (2 seeds)"),  # narrow by luck: 2 seeds still cannot tell
+        (-0.05, 0.95, 5, "hear", "n/a (wider than Q's range [0, 1])"),  # never clipped into range
+        (0.53, 0.53, 3, "linear", "n/a (deterministic probe)"),
+        (0.53, 0.53, 3, "hear", "n/a (zero width)"),
+        (math.nan, math.nan, 1, "hear", "n/a (1 seed)"),
+        (math.nan, math.nan, None, "hear", "n/a (not recorded)"),
+        (0.51, 0.55, 3, "hear", "0.510-0.550"),
+        (0.51, 0.55, None, "", "0.510-0.550"),  # seeds unknown: judged on the interval itself
+    ],
+)
+def test_informative_interval_rule(low, high, seeds, probe, expected):
+    verdict = informative_interval(low, high, seeds, probe)
+    assert verdict.cell() == expected
+    assert (verdict.bounds is None) == expected.startswith("n/a")
+
+
+@pytest.mark.parametrize(
+    "low,high,expected",
+    [
+        (0.541, 0.573, "0.541-0.573"),  # a kNN Q over 1 seed: the test-clip bootstrap is what informs
+        (math.nan, math.nan, "n/a (not recorded)"),
+        (-0.02, 0.3, "n/a (wider than Q's range [0, 1])"),
+    ],
+)
+def test_a_test_clip_interval_of_a_deterministic_probe_is_judged_on_its_own(low, high, expected):
+    verdict = informative_interval(low, high, 1, "knn", over="test clips")
+    assert verdict.cell() == expected
+    assert (verdict.bounds is None) == expected.startswith("n/a")
+
+
+def test_report_prints_no_uninformative_interval():
+    table = _mask_ratio_checkpoints()
+    markdown = study_markdown("masks", table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), [], info=INFO)
+    assert "| mask0.70 @100 | " in markdown and "| n/a (2 seeds) |" in markdown
+    assert not re.search(r"\| -0\.\d+-", markdown)  # no interval reaching below 0
+    assert "trials have no informative 95% interval of Q (2 seeds)" in markdown
+
+
+def test_mask_ratio_study_fits_q_of_r_only_and_says_why_the_others_were_skipped():
+    table = _mask_ratio_checkpoints()
+    assert fit_study_laws(table, n_bootstrap=0).fits.keys() >= {"Q(R)", "Q(C)"}  # FLOPs vary by side effect
+    study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
+    assert set(study.fits) == {"Q(R)"}
+    assert study.skipped["Q(C)"].startswith("the grid does not vary compute (grid: mask_ratio)")
+    assert study.skipped["Q(N)"].startswith("the grid does not vary model size")
+    assert study.skipped["Q(D)"].startswith("the grid does not vary data volume")
+    assert study.skipped["Q(N,D)"].startswith("the grid does not vary both model size and data volume")
+    assert study.q_c_frontier is None
+    markdown = study_markdown("masks", table, study, [], info=INFO)
+    assert "- Q(C) not fitted: the grid does not vary compute (grid: mask_ratio)" in markdown
+    assert "quality_vs_scale.png" not in study_figures(table, study, INFO)
+    # A size x compute grid fits Q(C) on its frontier; Q(D) still not.
+    both = fit_study_laws(table, n_bootstrap=0, grid="size,compute")
+    assert "Q(C)" in both.fits and "Q(D)" in both.skipped
+
+
+def test_one_rankme_name_in_report_and_figures():
+    table = _mask_ratio_checkpoints()
+    table["rankme_by_step"] = [{10: r - 1.0, 50: r - 0.5, 100: r} for r in table["rankme"]]
+    study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
+    markdown = study_markdown("masks", table, study, [], info=INFO)
+    assert "| trial | RankMe R (pool, N=600) | Q | Q 95% interval |" in markdown
+    assert "Pearson r between RankMe R (pool, N=600) part-way through training (the R of Q(R)" in markdown
+    figures = study_figures(table, study, INFO)
+    assert figures["quality_vs_rankme.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600)"
+    assert figures["early_rankme_vs_final_q.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600) at that step"
+
+
+def _band_x_range(ax) -> tuple[float, float]:
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_label().endswith("band")]
+    vertices = np.concatenate([path.vertices for band in bands for path in band.get_paths()])
+    return float(vertices[:, 0].min()), float(vertices[:, 0].max())
+
+
+def test_q_of_r_figure_is_readable(tmp_path):
+    table = _mask_ratio_checkpoints()
+    study = fit_study_laws(table, n_bootstrap=20, grid="mask_ratio")
+    figure = study_figures(table, study, INFO)["quality_vs_rankme.png"]
+    figure.savefig(tmp_path / "q_r.png")
+    assert (tmp_path / "q_r.png").stat().st_size > 5_000
+    ax = figure.axes[0]
+    labels = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
+    assert len(labels) >= 2 and all(re.fullmatch(r"\d+(\.\d+)?", text) for text in labels), labels
+    assert not [label.get_text() for label in ax.get_xticklabels(minor=True) if label.get_text()]
+    low, high = _band_x_range(ax)
+    assert low >= table["rankme"].min() - 1e-9 and high <= table["rankme"].max() + 1e-9
+    assert sorted(text.get_text() for text in ax.texts) == [f"mask{r:.2f}" for r in MASK_RATIOS]
+    assert len(ax.lines) >= len(MASK_RATIOS)  # each trial's checkpoints joined, plus the fit
+    handles, names = ax.get_legend_handles_labels()
+    assert "final checkpoint" in names and "Q 95% interval" not in names  # 2 seeds: no error bars
+    assert ax.get_title() == "Q(R)\nstudy mask_ratio-cpu_default, grid mask_ratio, probe quick, 20 points"
+
+
+def test_informative_intervals_are_drawn_as_error_bars():
+    table = _mask_ratio_checkpoints(seed_spread=0.01)
+    info = StudyInfo(name="masks", grid="mask_ratio", probe="hear", probe_seeds=3)
+    figure = study_figures(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), info)[
+        "quality_vs_rankme.png"
+    ]
+    assert "Q 95% interval" in figure.axes[0].get_legend_handles_labels()[1]
+
+
+def test_report_embeds_figures_as_images_with_a_link_to_each_file():
+    sources = {"quality_vs_rankme.png": "get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid=abc"}
+    lines = figures_markdown(["quality_vs_rankme.png", "early_rankme_vs_final_q.png"], sources)
+    assert lines[0] == "![Q(R)](get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid=abc)"
+    assert "[quality_vs_rankme.png](quality_vs_rankme.png)" in lines
+    assert "![early RankMe vs final Q](early_rankme_vs_final_q.png)" in lines  # relative by default
+
+
+def test_naive_baseline_is_the_readme_table():
+    readme = (REPO_ROOT / "README.md").read_text()
+    for task, score in NAIVE_BASELINE.items():
+        assert re.search(rf"^\| {task} \|.*\| {score:.3f} \|", readme, re.MULTILINE), task
+    assert naive_mean() == pytest.approx(0.635, abs=5e-4)  # the issue's "averages 0.635 over the same 7 tasks"
+
+
+def test_summary_lines_state_fit_verdict_best_initialisation_and_baseline():
+    table = _mask_ratio_checkpoints()
+    lines = summary_lines(table, fit_study_laws(table, n_bootstrap=20, grid="mask_ratio"), INFO)
+    text = "\n".join(lines)
+    assert re.search(r"Q\(R\) fit: q_inf [\d.]+ \(95% [\d.]+-[\d.]+\), x_c .*; R² [\d.]+ over 20 points", text)
+    assert "A trend of Q is detectable for Q(R)" in lines[0] or "No detectable trend" in lines[0]
+    assert re.search(r"best: mask0\.90 @100: Q [\d.]+ \(95% n/a \(2 seeds\)\), RankMe R \(pool, N=600\) [\d.]+", text)
+    assert re.search(r"vs initialisation: Q [\d.]+ is above its step-0 Q [\d.]+ \(95% n/a \(2 seeds\)\): \+", text)
+    assert "noise of the intervals" not in text  # no informative interval: no verdict on the noise either
+    assert "vs naive baseline (log-mel mean/std + logistic regression" in text and "its mean 0.635" in text
+    assert "above it on 3 of 7 tasks: language_synthetic, pitch, drum_type" in text
+    assert "same features under" not in text  # the MLP probes have no same-probe naive table
+
+
+def test_summary_judges_the_gain_over_initialisation_against_the_test_clip_noise():
+    # kNN rows (1 seed) with test-clip intervals: +0.006 against a noise of +-0.026 is within it.
+    table = _mask_ratio_checkpoints().assign(q_interval_over="test clips")
+    table["q"] += 0.3  # every interval inside [0, 1]
+    table["q_ci_low"], table["q_ci_high"] = table["q"] - 0.019, table["q"] + 0.019
+    knn = StudyInfo(name="masks", grid="mask_ratio", probe="knn", probe_seeds=1)
+    best = table["q"].idxmax()
+    initial = table.index[(table["trial"] == table.loc[best, "trial"]) & (table["step"] == 0)][0]
+    table.loc[initial, "q"] = table.loc[best, "q"] - 0.006
+    text = "\n".join(summary_lines(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), knn))
+    assert re.search(
+        r"\(95% [\d.]+-[\d.]+\): \+0\.0060; within the noise of the intervals \(unpaired: \+-0\.026\d\)", text
+    )
+    assert (
+        "under the study's knn probe" in text
+        and f"its mean {naive_mean(table=NAIVE_BASELINE_BY_PROBE['knn']):.3f}" in text
+    )
+    table.loc[initial, "q"] = table.loc[best, "q"] - 0.06
+    text = "\n".join(summary_lines(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), knn))
+    assert "+0.0600; beyond the noise of the intervals" in text
+
+
+def test_mlflow_command_works_as_printed(tmp_path):
+    lines = mlflow_ui_lines("sqlite:////data/mlflow.db", "3", tmp_path / "venv" / "bin")
+    assert lines[0].endswith(f"{tmp_path}/venv/bin/mlflow ui --backend-store-uri sqlite:////data/mlflow.db --port 5000")
+    assert lines[1].strip() == "then browse http://127.0.0.1:5000/#/experiments/3"
+
+
+def test_labels_of_crowded_final_checkpoints_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from sweeps.report.figure_style import LABEL_GAP, label_points
+
+    # The default study's five final checkpoints sit within 0.02 of Q of each other.
+    finals = [(10.5, 0.410), (10.8, 0.415), (11.0, 0.420), (11.2, 0.428), (12.1, 0.425)]
+    rows = [{"trial": f"mask0.{5 + i}0", "step": step, "rankme": r if step else 26.5, "q": q if step else 0.557}
+            for i, (r, q) in enumerate(finals) for step in (0, 300)]  # fmt: skip
+    figure, ax = plt.subplots()
+    label_points(ax, pd.DataFrame(rows), "rankme")
+    heights = sorted(text.xyann[1] for text in ax.texts)
+    assert len(heights) == 5
+    assert min(np.diff(heights)) >= LABEL_GAP * (0.557 - 0.410) - 1e-12
+    plt.close(figure)
+
+
+def test_fit_line_says_no_ceiling_when_every_resample_puts_q_inf_at_1():
+    from sweeps.laws.fits import fit_saturating
+    from sweeps.report.fits import StudyFits
+    from sweeps.report.summary import fit_line
+
+    # A rising power law with no ceiling below 1: every resample puts Q_inf at its bound, which the
+    # second default-study run printed as "q_inf 1 (95% 1-1)", a precise-looking ceiling.
+    rankme = np.repeat(np.geomspace(10.0, 27.0, 8), 5)
+    q = 1.0 - (2.2 / rankme) ** 0.33 + np.random.default_rng(0).normal(0.0, 0.002, rankme.size)
+    fit = fit_saturating(rankme, q, groups=np.arange(rankme.size) % 5, n_bootstrap=20, extrapolate=False)
+    assert fit.params["q_inf"] == pytest.approx(1.0) and fit.ci["q_inf"][0] == pytest.approx(1.0)
+    line = fit_line(StudyFits(fits={"Q(R)": fit}, skipped={}, n_trials_used=5, n_trials_failed=0))
+    assert "q_inf 1 (every resample at the bound 1: no ceiling identified), x_c " in line
+    assert re.search(r"x_c [\d.]+ \(95% [\d.]+-[\d.]+\)", line)

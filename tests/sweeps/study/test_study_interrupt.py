@@ -1,0 +1,65 @@
+"""A study stopped by SIGTERM / Ctrl-C is marked KILLED; one left RUNNING by a dead process is taken over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline.tracking import runs as tracking
+from sweeps.study.driver import StudyConfig, run_study
+from sweeps.study.tracking import STUDY_EXPERIMENT
+from tests.conftest import REPO_ROOT
+
+SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def _settings(tmp_path) -> dict:
+    return {"grid": "mask_ratio", "study_name": "masks", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "prepare_shards": False,
+            "n_bootstrap": 20}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_marks_the_study_run_killed(signum, tmp_path):
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("120")
+    code = (
+        "import sys; from pipeline.cli_errors import run_cli; from sweeps.study.driver import StudyConfig, "
+        f"run_study; sys.exit(run_cli(lambda argv: run_study(StudyConfig(**{_settings(tmp_path)!r})) and 0, 'study'))"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "ray" / "executions.txt").exists():  # a trial is running
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1][-3000:]
+        time.sleep(1)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    # 130 from the CLI edge; after SIGTERM, Ray's own C++ SIGTERM handler may abort the exit (-6).
+    assert process.returncode in (130, -signal.SIGABRT), stderr[-3000:]
+    assert "interrupted (run" in stderr and "marked KILLED" in stderr
+    uri = _settings(tmp_path)["tracking_uri"]
+    assert tracking.read_run(uri, tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks"))["status"] == "KILLED"
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_study_left_running_by_a_dead_process_is_taken_over(ray_local, tmp_path, capsys):
+    uri = _settings(tmp_path)["tracking_uri"]
+    code = (
+        f"from pipeline.tracking import runs as tracking; tracking.start_or_resume_run(tracking_uri={uri!r}, "
+        f"experiment_name={STUDY_EXPERIMENT!r}, run_name='masks')"
+    )
+    subprocess.run([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, check=True)  # exits, run left RUNNING
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("0")
+    outcome = run_study(StudyConfig(**_settings(tmp_path)))  # no --resume: taken over, not refused
+    assert "taking it over" in capsys.readouterr().err
+    assert not outcome.trials_failed and len(outcome.trials_run) == 5
+    assert tracking.read_run(uri, outcome.parent_run_id)["status"] == "FINISHED"

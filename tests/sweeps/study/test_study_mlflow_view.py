@@ -1,0 +1,122 @@
+"""The study as MLflow shows it (a real SQLite store): a model-training experiment, trial-first child
+run names, one RankMe name, the summary as the study run's description, the report's embedded figures
+and closing lines whose command works as printed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.tracking import runs as tracking
+from sweeps.laws.forms import SaturatingLaw
+from sweeps.study.closing import closing_lines
+from sweeps.study.context import child_run_name
+from sweeps.study.driver import StudyOutcome
+from sweeps.study.tracking import (
+    STUDY_EXPERIMENT,
+    TrialResult,
+    log_study_analysis,
+    log_trial_result,
+    trial_table_from_runs,
+)
+from tests.support.synthetic_trials import TRUE_Q_OF_R
+
+STUDY = "mask_ratio-cpu_default"
+
+
+def _write_study(uri: str) -> tracking.TrackedRun:
+    parent = tracking.start_or_resume_run(tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name=STUDY)
+    parent.log_params({"grid": "mask_ratio", "profile": "cpu_default", "probe": "quick"})
+    rng = np.random.default_rng(1)
+    for ratio in (0.5, 0.6, 0.7, 0.8, 0.9):
+        name = f"mask{ratio:.2f}"
+        rankme = 20.0 + 30.0 * ratio
+        q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme)) + rng.normal(0.0, 0.002)
+        child = tracking.start_or_resume_run(
+            tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name=child_run_name(STUDY, name),
+            parent_run_id=parent.run_id,
+        )  # fmt: skip
+        # Pretraining already logged the training-time pool RankMe at steps 10 and 50.
+        child.log_metrics({"rankme": 0.8 * rankme}, step=10)
+        child.log_metrics({"rankme": 0.9 * rankme}, step=50)
+        log_trial_result(child, TrialResult(
+            trial=name, model_name="mae-debug", arch="mae", n_params=144_672, hours=3.0, flops=1e12 * (1 - 0.3 * ratio),
+            mask_ratio=ratio, rankme=rankme, rankme_by_step={10: 0.8 * rankme, 50: 0.9 * rankme, 100: rankme}, q=q,
+            q_ci_low=q - 0.6, q_ci_high=q + 0.6, rankme_n=600, rankme_pool="pool1", rankme_history_logged=True,
+            task_rankme=3.0 * rankme, probe_seeds=2, coordinates={"mask_ratio": ratio},
+        ))  # fmt: skip
+        child.finish()
+    return parent
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow_view') / 'mlflow.db'}"
+    parent = _write_study(uri)
+    table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
+    fits, markdown = log_study_analysis(parent, STUDY, table, n_bootstrap=20)
+    return uri, parent, table, fits, markdown
+
+
+def test_child_runs_show_the_trial_first_and_are_found_again_by_name(tracking_uri):
+    name = child_run_name(STUDY, "mask0.70")
+    assert name == "mask0.70@mask_ratio-cpu_default" and name.isascii() and " " not in name
+    first = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=name)
+    again = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=name)
+    assert again.run_id == first.run_id  # pretraining resumes its run by this name
+    assert child_run_name(STUDY, "mask0.70") != child_run_name("other", "mask0.70")
+
+
+def test_experiment_opens_on_model_training_runs(study):
+    uri = study[0]
+    assert tracking.experiment_tags(uri, STUDY_EXPERIMENT)["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_one_rankme_name_per_quantity_in_mlflow(study):
+    uri, parent, table = study[:3]
+    child = next(run for run in tracking.list_child_runs(uri, parent.run_id) if run["params"]["trial"] == "mask0.70")
+    assert "eval_rankme" not in child["metrics"]
+    assert child["metrics"]["rankme"] == [(10, pytest.approx(0.8 * 41.0)), (50, pytest.approx(0.9 * 41.0)),
+                                          (100, pytest.approx(41.0))]  # fmt: skip
+    assert child["metrics"]["task_rankme"][-1][1] == pytest.approx(123.0)
+    assert child["params"]["grid.mask_ratio"] == "0.7" and child["params"]["probe_seeds"] == "2"
+    row = table[table["trial"] == "mask0.70"].iloc[0]
+    assert row["rankme"] == pytest.approx(41.0) and row["task_rankme"] == pytest.approx(123.0)
+
+
+def test_study_run_description_is_the_summary_and_laws_follow_the_grid(study):
+    uri, parent, _, fits, _ = study
+    assert set(fits.fits) == {"Q(R)"}
+    description = tracking.read_run(uri, parent.run_id)["tags"][tracking.RUN_DESCRIPTION_TAG]
+    assert "Q(R) fit: q_inf" in description and "R²" in description
+    assert re.search(r"best: mask0\.90: Q [\d.]+ \(95% n/a \(2 seeds\)\)", description)
+    assert "vs naive baseline" in description
+
+
+def test_report_embeds_its_figures_from_the_same_artifact_folder(study):
+    uri, parent, _, _, markdown = study
+    artifacts = tracking.list_artifacts(uri, parent.run_id, "laws")
+    assert {"laws/report.md", "laws/quality_vs_rankme.png"} <= set(artifacts)
+    assert "laws/quality_vs_scale.png" not in artifacts  # a mask-ratio study has no scale law
+    src = f"get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid={parent.run_id}"
+    assert f"![Q(R)]({src})" in markdown and "[quality_vs_rankme.png](quality_vs_rankme.png)" in markdown
+    assert "| mask0.70 | 41.00 |" in markdown and "n/a (2 seeds)" in markdown
+
+
+def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_path):
+    uri, parent, table, fits, markdown = study
+    outcome = StudyOutcome(
+        study_name=STUDY, parent_run_id=parent.run_id, trials_run=list(table["trial"]), trials_skipped=[],
+        trials_failed=[], table=table, fits=fits, report_markdown=markdown,
+    )  # fmt: skip
+    lines = closing_lines(outcome, tracking_uri=uri, bin_dir=tmp_path / "bin")
+    text = "\n".join(lines)
+    assert f"== study {STUDY} (grid mask_ratio, probe quick) ==" in text
+    assert "trials run: 5, skipped (finished earlier): 0, failed: none" in text
+    assert "Q(R) fit: q_inf" in text and "vs naive baseline" in text
+    experiment_id = tracking.get_or_create_experiment(uri, STUDY_EXPERIMENT)
+    assert f"{Path(tmp_path) / 'bin' / 'mlflow'} ui --backend-store-uri {uri} --port 5000" in text
+    assert text.endswith(f"http://127.0.0.1:5000/#/experiments/{experiment_id}")

@@ -1,0 +1,91 @@
+"""The study driver on real Ray Tune and MLflow, with a closed-form trial runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.tracking import runs as tracking
+from sweeps.study.driver import StudyConfig, run_study
+from sweeps.study.tracking import STATUS_TAG
+
+SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
+
+
+def _study(tmp_path, **changes):
+    settings = {
+        "grid": "mask_ratio", "study_name": "masks", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "storage_path": str(tmp_path / "ray"), "runner": SYNTHETIC_RUNNER, "prepare_shards": False, "n_bootstrap": 20,
+    }  # fmt: skip
+    return run_study(StudyConfig(**{**settings, **changes}))
+
+
+@pytest.mark.ray
+def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local, tmp_path):
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "crash-mask0.70").touch()
+    (tmp_path / "ray" / "hold-seconds").write_text("0")  # record intervals, no wait
+    first = _study(tmp_path)
+    # ray_local has 2 CPUs: by default one trial at a time (a trial holds 1 CPU and its read tasks
+    # need the other), and each evaluates on both cores.
+    assert _overlapping_pairs(_intervals(tmp_path / "ray")) == 0
+    assert {workers for *_, workers in _intervals(tmp_path / "ray")} == {2}
+    assert first.trials_failed == ["mask0.70"]
+    assert "Q(R)" in first.fits.skipped  # four points left: too few to fit, and the report says so
+    assert "need at least 5 points" in first.fits.skipped["Q(R)"]
+
+    with pytest.raises(ValueError, match="pass --resume"):
+        _study(tmp_path)
+
+    (tmp_path / "ray" / "crash-mask0.70").unlink()
+    second = _study(tmp_path, resume=True)
+    assert second.trials_run == ["mask0.70"] and len(second.trials_skipped) == 4
+    executions = (tmp_path / "ray" / "executions.txt").read_text().split()
+    assert sorted(executions) == sorted(["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"])
+
+    children = tracking.list_child_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", second.parent_run_id)
+    assert len(children) == 5  # the crashed trial's run was reused, not duplicated
+    assert all(child["tags"][STATUS_TAG] == "ok" for child in children)
+    assert second.fits.fits["Q(R)"].params["alpha"] == pytest.approx(0.8, abs=0.01)
+    assert "| Q(R) |" in second.report_markdown
+
+
+def _intervals(storage) -> list[tuple[str, float, float, int]]:
+    rows = [line.split() for line in (storage / "intervals.txt").read_text().splitlines()]
+    return [(name, float(start), float(end), int(workers)) for name, start, end, workers in rows]
+
+
+def _overlapping_pairs(intervals) -> int:
+    return sum(1 for i, a in enumerate(intervals) for b in intervals[i + 1 :] if a[1] < b[2] and b[1] < a[2])
+
+
+@pytest.mark.ray
+def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_the_cores(ray_local, tmp_path):
+    # Two at once on ray_local's 2 CPUs: trials overlap in time, and each gets 1 core to evaluate on.
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("2")
+    outcome = _study(tmp_path, max_concurrent=2)
+    assert outcome.trials_failed == []
+    intervals = _intervals(tmp_path / "ray")
+    assert len(intervals) == 5
+    assert _overlapping_pairs(intervals) > 0
+    assert {workers for *_, workers in intervals} == {1}
+
+
+@pytest.mark.ray
+def test_a_study_prints_one_line_per_trial_event_and_quiet_prints_none(ray_local, tmp_path, capfd):
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "hold-seconds").write_text("0")
+    (tmp_path / "ray" / "crash-mask0.70").touch()
+    _study(tmp_path)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
+    assert sum("started: mask" in line for line in lines) == 5
+    assert any("trial 1/5 started: mask0.50" in line for line in lines)
+    finished = [line for line in lines if " finished in " in line]
+    assert len(finished) == 4 and all("R " in line and "Q " in line for line in finished)
+    assert "about " in finished[-1] and "left" in finished[-1]  # an ETA once a trial has finished
+    assert sum("trial mask0.70 FAILED" in line for line in lines) == 1
+    assert any("fitting the laws" in line for line in lines)
+
+    (tmp_path / "ray" / "crash-mask0.70").unlink()
+    _study(tmp_path, study_name="quiet", quiet=True)
+    assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
