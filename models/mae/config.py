@@ -90,6 +90,11 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     # Time steps whose patches (all frequency patches of each) are kept or removed together
     # (Dasheng's grouped masking: 2); must divide n_time_patches.
     mask_group_patches: int = 1
+    # The encoder layer `embed` reads out: None = the last block after the final LayerNorm (the
+    # study's and the papers' readout), 0 = the patch embedding with positions, k = block k's
+    # output (1-based; un-normed, except the last block's, which is the final norm's output). Lower blocks of a masked autoencoder can be the better
+    # probe features (He et al., MAE Sec. 4.3); the readout study measures that per checkpoint.
+    embed_layer: int | None = None
 
     def __post_init__(self) -> None:
         if self.frontend_preset not in FRONTEND_HOP_MS:
@@ -111,5 +116,10 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
         if self.decoder not in ("mae", "cross"):
             raise ValueError(f"{self.name}: decoder={self.decoder!r}, use 'mae' or 'cross'")
         self.check_cross_decoder_options()
+        if self.embed_layer is not None and not 0 <= self.embed_layer <= self.encoder_depth:
+            raise ValueError(
+                f"{self.name}: embed_layer={self.embed_layer}: use None (last), 0 (patch embedding) or a "
+                f"block number in [1, {self.encoder_depth}]"
+            )
         if self.decoder_rope and self.decoder == "cross":
             raise ValueError(f"{self.name}: decoder_rope applies to the MAE decoder only")

@@ -62,16 +62,25 @@ class MaskedAutoencoder(PatchedMelModel):
 
         No masking. Inputs longer than the training crop are encoded crop by crop (the position
         tables cover one crop) and the frames concatenated; time must be a multiple of patch_frames.
+        The layer read out is `config.embed_layer` (None: the last, after the final norm).
         """
         self.patchify(mel)  # raises on a shape that does not tile, before the BatchNorm sees it
         patches = self.patchify(self.encoder.normalize_mel(mel))
         per_crop = self.spec.n_patches
         frames = []
         for start in range(0, patches.shape[1], per_crop):
-            tokens = self.encoder(patches[:, start : start + per_crop]).patch_tokens
+            tokens = self._embed_tokens(patches[:, start : start + per_crop])
             batch, n_tokens, dim = tokens.shape  # tokens are time-major: a reshape gives frames
             frames.append(tokens.reshape(batch, n_tokens // self.config.n_freq_patches, -1))
         return torch.cat(frames, dim=1)
+
+    def _embed_tokens(self, patches: torch.Tensor) -> torch.Tensor:
+        """The patch tokens (batch, n, dim) of `config.embed_layer`, prefix tokens dropped."""
+        layer = self.config.embed_layer
+        output = self.encoder(patches, keep_feature_maps=layer is not None)
+        if layer is None:
+            return output.patch_tokens
+        return output.feature_maps[layer][:, output.n_prefix :]
 
     def no_weight_decay_names(self) -> set[str]:
         """Learnable position tables, cls and mask tokens (biases and norms: excluded by rule)."""
