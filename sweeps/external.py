@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline import paths
 from pipeline.cli_errors import UserError, run_cli
 from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
-from pipeline.evaluate.__main__ import check_device, probe_training_from
+from pipeline.evaluate.__main__ import check_device, parse_config, probe_training_from
 from pipeline.evaluate.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
 from pipeline.tracking.setup import resolve_tracking_uri
 from sweeps.study.external_log import log_external_point, study_probe, study_rankme_pool, study_run_id
@@ -36,31 +36,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if not args.hear_module:
+    config, args = parse_config(argv, build_parser())
+    if not config.hear_module:
         raise UserError(
             "python -m sweeps.external scores a --hear-module PKG.MODULE; to evaluate a checkpoint "
             "use python -m pipeline.evaluate"
         )
-    check_device(args.device)
-    probe_training = probe_training_from(args)
-    label = output_label(args, args.label)
-    uri = resolve_tracking_uri(args.tracking_uri)
+    check_device(config.device)
+    probe_training = probe_training_from(config)
+    label = output_label(config, args.label)
+    uri = resolve_tracking_uri(config.tracking_uri)
     study_run = study_run_id(uri, args.study)
     probe = study_probe(uri, study_run)
-    if probe and probe != args.probe:
+    if probe and probe != config.probe:
         raise UserError(
             f"--study {args.study} scored Q with the {probe} probe; pass --probe {probe} "
-            f"(not {args.probe}): Q compares only within one probe"
+            f"(not {config.probe}): Q compares only within one probe"
         )
-    if args.rankme_n is not None and not args.rankme_shards:
+    if config.rankme_n is not None and not config.rankme_shards:
         raise UserError(
             "--rankme-n with --study: the study's pool sets N; add --rankme-shards (and "
             "--rankme-crop-frames) to measure on another pool, whose R does not compare with the trials'"
         )
-    pool = pool_from_flags(args) or study_rankme_pool(uri, study_run, args.study)
-    result, hear, tasks_dir = score_hear_module(args, probe_training, pool)
-    if not args.no_mlflow:
+    pool = pool_from_flags(config) or study_rankme_pool(uri, study_run, args.study)
+    result, hear, tasks_dir = score_hear_module(config, probe_training, pool)
+    if not config.no_mlflow:
         result.run_id = log_external_point(
             result,
             hear,
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             label=label,
             tasks_dir=str(tasks_dir),
         )
-    print_results(result, Path(args.output) if args.output else paths.audioscale_home() / "external" / label)
+    print_results(result, Path(config.output) if config.output else paths.audioscale_home() / "external" / label)
     if result.run_id:
         print(
             f"MLflow run: {result.run_id} (external point of study {args.study}; "

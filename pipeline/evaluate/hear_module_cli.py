@@ -10,13 +10,13 @@ and probe that study used, run `python -m sweeps.external --hear-module ... --st
 
 from __future__ import annotations
 
-import argparse
 import re
 import warnings
 from pathlib import Path
 
 from pipeline import paths
 from pipeline.cli_errors import UserError
+from pipeline.evaluate.config import NO_LID_HEAD, EvaluateConfig
 from pipeline.evaluate.hear_module import HearModule, load_hear_module
 from pipeline.evaluate.hear_module_run import evaluate_hear_module
 from pipeline.evaluate.probes.scene import SceneProbe
@@ -24,51 +24,39 @@ from pipeline.evaluate.run import EvaluationResult, format_table, write_results
 from pipeline.rankme.pool import RankMePool, select_pool
 
 
-def add_hear_module_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model-file", default="", help="--hear-module only: the path given to its load_model (weights file or folder)"
-    )
-    parser.add_argument(
-        "--rankme-crop-frames", type=int, default=None,
-        help="--hear-module only: RankMe pool crop length in the shards' mel frames (10 ms)",
-    )  # fmt: skip
-
-
-def output_label(args: argparse.Namespace, label: str | None = None) -> str:
+def output_label(config: EvaluateConfig, label: str | None = None) -> str:
     """The name results are filed under (and, in a study, the MLflow run's): the label or the module."""
-    text = label or args.hear_module
+    text = label or config.hear_module
     if not re.fullmatch(r"[\w.+-]{1,100}", text):
         raise UserError(f"--label {text!r}: use letters, digits and . _ + - only (it names an MLflow run)")
     return text
 
 
-def pool_from_flags(args: argparse.Namespace) -> RankMePool | None:
+def pool_from_flags(config: EvaluateConfig) -> RankMePool | None:
     """The pool `--rankme-shards` / `--rankme-crop-frames` / `--rankme-n` name; None when none is given."""
-    if not args.rankme_shards:
+    if not config.rankme_shards:
         return None
-    if args.rankme_crop_frames is None:
+    if config.rankme_crop_frames is None:
         raise UserError("--rankme-shards with --hear-module needs --rankme-crop-frames N (the pool's crop length)")
-    return select_pool(args.rankme_shards, crop_frames=args.rankme_crop_frames, n=args.rankme_n)
+    return select_pool(config.rankme_shards, crop_frames=config.rankme_crop_frames, n=config.rankme_n)
 
 
 def score_hear_module(
-    args: argparse.Namespace,
+    config: EvaluateConfig,
     probe_training: SceneProbe,
     pool: RankMePool | None,
 ) -> tuple[EvaluationResult, HearModule, Path]:
-    """Load the module named by the flags and score it on `pool` and the tasks; returns the tasks folder too."""
-    if args.lid_head != "none":
+    """Load the module named by the config and score it on `pool` and the tasks; returns the tasks folder too."""
+    if config.lid_head != NO_LID_HEAD:
         raise UserError("--lid-head needs frame embeddings; a HEAR module is scored on scene embeddings only")
-    hear = load_hear_module(args.hear_module, args.model_file)
+    hear = load_hear_module(config.hear_module, config.model_file)
     if pool is None:
         warnings.warn("no RankMe pool (--rankme-shards, or a study's): R is recorded as NaN", stacklevel=2)
-    tasks_dir = Path(args.tasks_dir) if args.tasks_dir else paths.default_tasks_dir()
-    task_names = None if args.tasks == "all" else [name.strip() for name in args.tasks.split(",") if name.strip()]
-    if task_names == []:
-        raise UserError(f"--tasks {args.tasks!r} names no task; give 'all' or comma-separated task names")
+    tasks_dir = Path(config.tasks_dir) if config.tasks_dir else paths.default_tasks_dir()
+    task_names = config.task_names
     result = evaluate_hear_module(
-        hear, tasks_dir=str(tasks_dir), task_names=task_names, pool=pool, task_rankme_n=args.task_rankme_n,
-        seeds=args.seeds, probe_training=probe_training, progress=lambda line: print(line, flush=True),
+        hear, tasks_dir=str(tasks_dir), task_names=task_names, pool=pool, task_rankme_n=config.task_rankme_n,
+        seeds=config.seeds, probe_training=probe_training, progress=lambda line: print(line, flush=True),
     )  # fmt: skip
     return result, hear, tasks_dir
 
@@ -79,9 +67,9 @@ def print_results(result: EvaluationResult, output: Path) -> None:
     print(f"results: {json_path} and {csv_path}")
 
 
-def run_hear_module(args: argparse.Namespace, probe_training: SceneProbe) -> int:
+def run_hear_module(config: EvaluateConfig, probe_training: SceneProbe) -> int:
     """The --hear-module branch of `python -m pipeline.evaluate` (see the module doc)."""
-    label = output_label(args)
-    result, _, _ = score_hear_module(args, probe_training, pool_from_flags(args))
-    print_results(result, Path(args.output) if args.output else paths.audioscale_home() / "external" / label)
+    label = output_label(config)
+    result, _, _ = score_hear_module(config, probe_training, pool_from_flags(config))
+    print_results(result, Path(config.output) if config.output else paths.audioscale_home() / "external" / label)
     return 0

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from pathlib import Path
 
-from pipeline.audio.frontend import PRESETS
 from pipeline.audio.inputs import InputListingError
 from pipeline.cli_errors import run_cli
+from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.prep.output import OutputConflictError
 from pipeline.prep.run import PrepConfig, PrepResult, run_prep
 
@@ -66,34 +65,17 @@ def format_summary(result: PrepResult) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None) -> PrepConfig:
+def build_parser() -> argparse.ArgumentParser:
+    """One option per PrepConfig field (pipeline.cli_flags), and --config for a recipe of them."""
     parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", required=True, type=Path, help="audio directory, or a .csv/.jsonl manifest")
-    parser.add_argument("--output", required=True, type=Path, help="shard directory to write")
-    parser.add_argument(
-        "--preset",
-        default="audiomae",
-        choices=sorted(PRESETS),
-        help="front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)",
-    )
-    parser.add_argument("--segment-s", type=float, default=10.0, help="longest segment (row), seconds")
-    parser.add_argument("--max-hours", type=float, default=None, help="seeded, nested subset of about H hours")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --max-hours subset")
-    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
-    parser.add_argument("--overwrite", action="store_true", help="replace shards made with other settings")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    return PrepConfig(
-        input_path=args.input,
-        output_dir=args.output.expanduser().absolute(),
-        preset_name=args.preset,
-        segment_s=args.segment_s,
-        max_hours=args.max_hours,
-        seed=args.seed,
-        ray_address=args.address,
-        overwrite=args.overwrite,
-        show_progress=not args.no_progress,
-    )
+    add_flags(parser, PrepConfig)
+    add_config_file_flag(parser, tables="[prep]")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> PrepConfig:
+    config, _ = parse_flags(build_parser(), PrepConfig, argv, table="prep")
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:

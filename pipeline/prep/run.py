@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.audio.frontend import get_preset
+from pipeline.audio.frontend import PRESETS, get_preset
 from pipeline.audio.inputs import (
     InputFile,
     InputListing,
@@ -24,6 +24,7 @@ from pipeline.audio.inputs import (
     list_inputs,
     select_subset_hours,
 )
+from pipeline.cli_flags import filled_by_program, flag
 from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
@@ -51,20 +52,35 @@ TEXT_COLUMNS = ["clip_id", "source", "label", "split"]
 PARQUET_ENCODING = {"use_dictionary": TEXT_COLUMNS, "write_statistics": TEXT_COLUMNS}
 
 
+def _show_progress_unless(no_progress: bool) -> bool:
+    return not no_progress
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrepConfig:
-    input_path: Path
-    output_dir: Path
-    preset_name: str = "audiomae"
-    segment_s: float = 10.0
-    max_hours: float | None = None
-    seed: int = 0
-    ray_address: str | None = None
-    overwrite: bool = False
-    show_progress: bool = True
+    """One prep run; each field declared once with its `python -m pipeline.prep` flag (pipeline.cli_flags)."""
+
+    input_path: Path = flag("--input", None, "audio directory, or a .csv/.jsonl manifest", required=True)
+    output_dir: Path = flag("--output", None, "shard directory to write", required=True)
+    preset_name: str = flag(
+        "--preset", "audiomae", "front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)",
+        choices=sorted(PRESETS),
+    )  # fmt: skip
+    segment_s: float = flag("--segment-s", 10.0, "longest segment (row), seconds")
+    max_hours: float | None = flag("--max-hours", None, "seeded, nested subset of about H hours")
+    seed: int = flag("--seed", 0, "seed of the --max-hours subset")
+    ray_address: str | None = flag("--address", None, "Ray cluster address (default: start a local Ray)")
+    overwrite: bool = flag("--overwrite", False, "replace shards made with other settings")
+    show_progress: bool = flag(
+        "--no-progress", True, "no progress bar", action="store_true", to_field=_show_progress_unless
+    )
     # Files longer than this are split into time ranges handled by different tasks; it bounds a
     # task's memory, not the rows (they are the same for any value), so it is not a setting.
-    max_range_s: float = DEFAULT_MAX_RANGE_S
+    max_range_s: float = filled_by_program(DEFAULT_MAX_RANGE_S)
+
+    def __post_init__(self) -> None:
+        # The lock, the manifest and a reused run name the folder the same way from any working directory.
+        object.__setattr__(self, "output_dir", Path(self.output_dir).expanduser().absolute())
 
     def settings(self) -> dict:
         """What decides the rows; recorded in the manifest and hashed into the fingerprint."""

@@ -12,6 +12,7 @@ import sys
 
 from pipeline import paths
 from pipeline.cli_errors import run_cli
+from pipeline.cli_flags import add_config_file_flag, add_flags, config_from_flags, parse_flags, parse_override
 from pipeline.defaults import ensure_default_data
 from pipeline.pretrain.driver import (
     NonFiniteLossError,
@@ -19,7 +20,6 @@ from pipeline.pretrain.driver import (
     PretrainResult,
     run_pretraining,
 )
-from pipeline.pretrain.flags import add_flags, config_from_flags, parse_override
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_override"]
 
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
             "tracking_uri": paths.default_tracking_uri(),
         },
     )
+    add_config_file_flag(parser, tables="[pretrain]")
     return parser
 
 
@@ -81,7 +82,7 @@ def _browse_hint(tracking_uri: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        config = config_from_args(build_parser().parse_args(argv))
+        config, _ = parse_flags(build_parser(), PretrainConfig, argv, table="pretrain")
     else:
         preset = DEFAULT_RUN.describe_model().spec.frontend_preset
         defaults = ensure_default_data(preset_name=preset, with_tasks=False)

@@ -1,7 +1,7 @@
 """`PretrainConfig`: every knob of one pretraining run, with units in the names and its flag.
 
 Each field is declared once, with its `python -m pipeline.pretrain` flag, default and help
-(`pipeline.pretrain.flags`). The CLI builds the config at the edge; Ray hands it to each worker as
+(`pipeline.cli_flags`). The CLI builds the config at the edge; Ray hands it to each worker as
 a plain dict (`to_dict`), turned back into the dataclass in one line (`PretrainConfig(**config_dict)`).
 `resolved()` fills the defaults that depend on the model, the machine or the clock once, on the
 driver, so every worker reads the same crop length, mask ratio, paths and sizes.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import paths
-from pipeline.pretrain.flags import (
+from pipeline.cli_flags import (
     field_flag,
     filled_by_program,
     flag,
@@ -162,7 +162,7 @@ class PretrainConfig:
     # Ray Train 2.60 charges a node preemption to its own budget (FailureConfig.max_preemption_failures).
     max_preemption_failures: int = flag("--max-preemptions", -1, "restarts after node preemptions (-1: unlimited)")
     # async: Ray copies the checkpoint to storage in a thread while training goes on; the step with a checkpoint
-    # stalled 4.2 s instead of 6.6 s (1.3 GB, local disk; README, Performance), and on a bucket the copy dominates.
+    # stalled 4.2 s instead of 6.6 s (1.3 GB, local disk; docs/performance.md), and on a bucket the copy dominates.
     checkpoint_upload: str = flag("--checkpoint-upload", "async", "sync or async copy of checkpoints to storage")
     shuffle_buffer_crops: int = flag(
         "--shuffle-buffer-crops", 256, "rows each worker reads and shuffles together (0: no shuffle)"

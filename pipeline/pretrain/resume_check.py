@@ -18,8 +18,8 @@ from typing import Any
 
 from pipeline.checkpoint import read_checkpoint_meta
 from pipeline.cli_errors import UserError
+from pipeline.cli_flags import field_flag
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.flags import field_flag
 
 # What the weights, optimizer state and measured values depend on.
 TRAINING_FIELDS = (

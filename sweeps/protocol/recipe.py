@@ -7,8 +7,11 @@ cosine decay to 10% of the peak, 746,000 steps, and early stopping on validation
 epoch. The CPU default profile keeps the paper's weight decay and cosine floor, its own measured
 peak lr (CPU_PEAK_LR), the pipeline's batch (32), warmup (10%) and AdamW, and no early stop.
 
-Both profiles log RankMe at Table III's steps (`rankme_steps_for`). `trial_overrides` is the one
-place a trial's recipe turns into PretrainConfig fields; `sweeps.study.plan` prints it.
+Each recipe also holds its profile's evaluation policy, which a study's config may override
+(sweeps.study.config): the scene probe, the checkpoints scored, and the probe seeds
+(`eval_seeds_for`). Both profiles log RankMe at Table III's steps (`rankme_steps_for`).
+`trial_overrides` is the one place a trial's recipe turns into PretrainConfig fields;
+`sweeps.study.plan` prints it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 
 # Numbers the paper states, each with where it says so (tests/sweeps/protocol/test_recipe.py checks them).
 STUDY_GLOBAL_BATCH = 256  # Sec. III-B and App. B: "we consistently set the batch size to 256"
@@ -64,6 +69,12 @@ class Recipe:
     optimizer: str | None
     validation_every_epoch: bool  # False: every CPU_VALIDATION_EVERY_STEPS steps
     validation_stop: bool  # stop once converged (the study's early stop); False: only record `converged`
+    rankme_n: int | None  # crops in the RankMe pool; None: the pipeline's (30,000, or every crop there is)
+    shuffle_buffer_crops: int | None  # None: the pipeline's buffer
+    # How a study of this profile scores its trials, unless its config says otherwise (sweeps.study.config).
+    probe: str  # the scene probe (pipeline.evaluate.probes.scene.SCENE_PROBES)
+    eval_checkpoints: str  # EVAL_CHECKPOINTS: which checkpoints of a trial are scored besides the last
+    probe_seeds: int  # repetitions of a probe with random state (a deterministic probe needs one: `eval_seeds_for`)
 
 
 RECIPES = {
@@ -76,6 +87,11 @@ RECIPES = {
         optimizer=STUDY_OPTIMIZER,
         validation_every_epoch=True,
         validation_stop=True,  # Sec. III-B: "unless early stopping is triggered on small-scale data"
+        rankme_n=RANKME_POOL_N,  # the paper's pool size
+        shuffle_buffer_crops=None,
+        probe="hear",  # HEAR 2021's MLP grid: what the papers report
+        eval_checkpoints="final",  # Table III: Q at the end of training (step4HEAR)
+        probe_seeds=3,  # the MLP's seed noise measured at three repetitions, the pipeline's default
     ),
     # The CPU default, chosen by benchmarks/sweep_cpu_default.py (README "Choosing the CPU default"):
     # the pipeline's 1.5e-4 x 32 / 256 = 1.9e-5 moves no weight in minutes; CPU_PEAK_LR moves R and Q
@@ -89,6 +105,13 @@ RECIPES = {
         optimizer=None,
         validation_every_epoch=False,
         validation_stop=False,  # the CPU study keeps its full horizon; `converged` is recorded
+        rankme_n=None,  # the pipeline's: 30,000 or every crop the tiny shards hold
+        shuffle_buffer_crops=CPU_SHUFFLE_BUFFER_CROPS,
+        # kNN: deterministic (no seed noise) and ~1 s of probe time per checkpoint, so a trial can score
+        # all its checkpoints in a study of minutes (benchmarks/bench_probes.py).
+        probe="knn",
+        eval_checkpoints="all",  # its Q(R) points are checkpoints (Fig. 1a under compute constraints)
+        probe_seeds=2,  # an MLP probe asked for on CPU: two seeds keep the study within minutes
     ),
 }
 
@@ -107,9 +130,10 @@ EVAL_CHECKPOINTS = ("all", "final")
 EARLY_HALVINGS = 2  # checkpoints at 1/2 and 1/4 of the first Table III step (ours, not the paper's)
 
 
-def default_eval_checkpoints(profile: str) -> str:
-    """A profile's --eval-checkpoints: "all" for cpu_default (its Q(R) points are checkpoints), "final" for paper."""
-    return "all" if profile == "cpu_default" else "final"
+def eval_seeds_for(profile: str, probe: str) -> int:
+    """Probe repetitions per task: one for a deterministic probe (linear, kNN: every seed repeats one
+    score, so a second measures nothing), else the profile recipe's `probe_seeds`."""
+    return 1 if probe in DETERMINISTIC_PROBES else RECIPES[profile].probe_seeds
 
 
 def evaluation_steps_for(train_steps: int, which: str) -> tuple[int, ...]:
@@ -119,7 +143,7 @@ def evaluation_steps_for(train_steps: int, which: str) -> tuple[int, ...]:
 
     The halvings are ours: on the CPU profile R falls from 26.5 to ~14 before the first Table III
     step (21 of 300), so without them a trial gives no point between its initialisation and the
-    collapsed representation (README "Choosing the CPU default")."""
+    collapsed representation (docs/cpu-default-research.md)."""
     if which not in EVAL_CHECKPOINTS:
         raise ValueError(f"--eval-checkpoints must be one of {', '.join(EVAL_CHECKPOINTS)}, got {which!r}")
     if which == "final":
@@ -171,8 +195,7 @@ def trial_overrides(profile: str, *, train_steps: int, hours: float | None, cont
         "warmup_steps": warmup,
         "min_lr_ratio": recipe.min_lr_ratio,
         "optimizer": recipe.optimizer,
-        # The paper's pool size; the CPU profile keeps the default (30,000 or every crop there is).
-        "rankme_n": RANKME_POOL_N if profile == "paper" else None,
-        "shuffle_buffer_crops": CPU_SHUFFLE_BUFFER_CROPS if profile == "cpu_default" else None,
+        "rankme_n": recipe.rankme_n,
+        "shuffle_buffer_crops": recipe.shuffle_buffer_crops,
     }
     return {**fields, **{name: value for name, value in chosen.items() if value is not None}}

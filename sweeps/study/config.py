@@ -1,9 +1,17 @@
-"""`StudyConfig`: what one `python -m sweeps.scaling` study asks for; the CLI builds it at the edge."""
+"""`StudyConfig`: what one `python -m sweeps.scaling` study asks for, each setting declared once.
+
+Every field carries its flag (pipeline.cli_flags), so `sweeps.scaling` generates its parser from
+this class and a `--config FILE.toml` recipe sets the same fields by name: the study's own in a
+`[study]` table, the pretraining and evaluation settings in `[pretrain]` and `[evaluate]` (the
+sections, as torchtitan's job config groups its settings). A setting left None is the policy of
+the profile's recipe (sweeps.protocol.recipe), resolved here and nowhere else.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.cli_flags import filled_by_program, flag, section
 from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.protocol.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
@@ -11,48 +19,103 @@ from sweeps.protocol.early_stop_rule import (
     DEFAULT_MIN_SAMPLES,
     validate_rule,
 )
-from sweeps.protocol.recipe import default_eval_checkpoints
+from sweeps.protocol.recipe import EVAL_CHECKPOINTS, RECIPES, eval_seeds_for
+from sweeps.study.grids import GRIDS, PROFILES
 
 # The trial runner Ray workers import by name: pretrain, then evaluate.
 REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
+# The --config tables: the study's own fields, then one per section.
+CONFIG_TABLES = "[study], [pretrain], [evaluate]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyPretraining:
+    """Pretraining settings a study gives every trial; the rest is the profile's recipe and the grid point."""
+
+    # The profile's recipe fixes the paper's batch (256); the CPU default keeps the pipeline's.
+    global_batch_size: int = flag(
+        "--batch-size", 32, "global batch of each trial where the profile's recipe leaves it open (cpu_default)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.global_batch_size < 1:
+            raise ValueError(f"--batch-size must be at least 1, got {self.global_batch_size}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyEvaluation:
+    """How every trial is scored; None: the profile recipe's policy (`StudyConfig.resolved_*`)."""
+
+    probe: str | None = flag(
+        "--probe", None,
+        "scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
+        "run, and Q compares only within one probe (default: the profile's: knn for cpu_default, hear for paper)",
+        choices=list(SCENE_PROBES),
+    )  # fmt: skip
+    eval_checkpoints: str | None = flag(
+        "--eval-checkpoints", None,
+        "checkpoints each trial evaluates: all (initialisation, Table III's RankMe steps, the last: Q(R) "
+        "over checkpoints as the paper's Fig. 1a) or final (default: the profile's, all for cpu_default)",
+        choices=list(EVAL_CHECKPOINTS),
+    )  # fmt: skip
+    seeds: int | None = flag(
+        "--seeds", None,
+        "probe repetitions per task (default: the profile's: 1 for the deterministic linear and knn probes, "
+        "else 2 for cpu_default and 3 for paper)",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if self.seeds is not None and self.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {self.seeds}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class StudyConfig:
-    grid: str  # one of sweeps.study.grids.GRIDS, or several comma-separated
-    profile: str = "cpu_default"  # grid values: "paper" or "cpu_default"
-    study_name: str | None = None  # the MLflow parent run; None: "<grid>-<profile>"
-    resume: bool = False  # continue an existing study: finished trials are not re-run
+    grid: str = flag("--grid", None, f"one of {sorted(GRIDS)}, or several comma-separated", required=True)
+    profile: str = flag("--profile", "cpu_default", "grid values and training recipe", choices=PROFILES)
+    study_name: str | None = flag("--study", None, "study name (default: <grid>-<profile>)")
+    resume: bool = flag("--resume", False, "continue a study: finished trials are not re-run")
 
     # Where it reads and writes; None: the embedded defaults (pipeline.paths).
-    tracking_uri: str | None = None
-    storage_path: str | None = None  # Ray run storage (shared storage on clusters)
-    corpus_dir: str | None = None  # None: the embedded corpus, built if missing
-    shards_root: str | None = None
-    tasks_dir: str | None = None  # None: the embedded HEAR tasks, built if missing
+    tracking_uri: str | None = flag("--tracking-uri", None, "MLflow store (default: the embedded SQLite file)")
+    storage_path: str | None = flag("--storage-path", None, "Ray run storage (shared storage on clusters)")
+    corpus_dir: str | None = flag(
+        "--corpus", None, "pretraining audio (default: the embedded corpus, built if missing)"
+    )
+    shards_root: str | None = filled_by_program()
+    tasks_dir: str | None = flag("--tasks", None, "HEAR task directory (default: the embedded tasks, built if missing)")
 
     # How the trials run.
-    gpus_per_trial: float = 0.0
-    cpus_per_trial: float = 0.5  # for the trial driver process itself
-    max_concurrent: int | None = None  # None: as the cluster's CPUs allow
-    address: str | None = None  # Ray address; None: start a local Ray
-    runner: str = REAL_TRIAL_RUNNER  # "module:function" taking (TrialSpec, StudyContext, child run)
-    prepare_shards: bool = True  # build the corpus, tasks and shard sets the trials need first
-    # The scene probe that scores every trial (pipeline.evaluate.probes.scene.SCENE_PROBES: hear |
-    # quick | linear | knn); None: the profile's, HEAR's MLP grid for "paper", "knn" for "cpu_default".
-    probe: str | None = None
-    # Checkpoints each trial evaluates (sweeps.protocol.recipe.evaluation_steps_for): "all" or "final";
-    # None: the profile's ("all" for cpu_default: its Q(R) points are checkpoints; "final" for paper).
-    eval_checkpoints: str | None = None
+    gpus_per_trial: float = flag("--gpus-per-trial", 0.0, "GPUs of each trial's Train worker (0: CPU training)")
+    cpus_per_trial: float = flag("--cpus-per-trial", 0.5, "for the trial driver process itself")
+    max_concurrent: int | None = flag("--max-concurrent", None, "trials at once (default: as resources allow)")
+    address: str | None = flag("--address", None, "Ray cluster address (default: start a local Ray)")
+    runner: str = filled_by_program(REAL_TRIAL_RUNNER)  # "module:function" taking (TrialSpec, StudyContext, child run)
+    prepare_shards: bool = filled_by_program(True)  # build the corpus, tasks and shard sets the trials need first
 
-    quiet: bool = False  # no progress lines (sweeps.study.progress) on stderr
+    quiet: bool = flag("--quiet", False, "no progress lines while the study runs")
 
     # The analysis and RankMe early stopping (sweeps.protocol.early_stop_rule).
-    n_bootstrap: int = 200  # bootstrap resamples per law
-    rankme_early_stop: bool = False
-    early_stop_keep_fraction: float = DEFAULT_KEEP_FRACTION
-    early_stop_check_fraction: float = DEFAULT_CHECK_FRACTION
-    early_stop_min_samples: int = DEFAULT_MIN_SAMPLES
+    n_bootstrap: int = flag("--n-bootstrap", 200, "bootstrap resamples per law")
+    rankme_early_stop: bool = flag(
+        "--rankme-early-stop", False,
+        "stop a trial whose RankMe at --check-fraction of its steps is not in the top --keep-fraction so far "
+        "(the first --min-samples - 1 trials to get there always continue). {early_stop_saving}",
+    )  # fmt: skip
+    early_stop_keep_fraction: float = flag(
+        "--keep-fraction", DEFAULT_KEEP_FRACTION, "share of trials kept at the decision step, rounded up"
+    )
+    early_stop_check_fraction: float = flag(
+        "--check-fraction",
+        DEFAULT_CHECK_FRACTION,
+        "decide at the first RankMe step at or after this share of a trial's steps",
+    )
+    early_stop_min_samples: int = flag(
+        "--min-samples", DEFAULT_MIN_SAMPLES, "trials that must reach the decision step before any is stopped"
+    )
+
+    pretrain: StudyPretraining = section(StudyPretraining)
+    evaluate: StudyEvaluation = section(StudyEvaluation)
 
     def __post_init__(self) -> None:
         # Checked before any trial runs: the report replays the rule even without the live scheduler.
@@ -64,19 +127,23 @@ class StudyConfig:
                 f"--cpus-per-trial, --gpus-per-trial and --n-bootstrap must not be negative; got "
                 f"{self.cpus_per_trial}, {self.gpus_per_trial}, {self.n_bootstrap}"
             )
+        if self.profile not in RECIPES:
+            raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(RECIPES)}")
 
     @property
     def resolved_probe(self) -> str:
-        # The CPU default's kNN: deterministic (no seed noise) and ~1 s of probe time per checkpoint, so a
-        # trial can score all its checkpoints (benchmarks/bench_probes.py); the paper's HEAR MLP otherwise.
-        probe = self.probe or ("knn" if self.profile == "cpu_default" else "hear")
+        probe = self.evaluate.probe or RECIPES[self.profile].probe
         if probe not in SCENE_PROBES:
             raise ValueError(f"unknown probe {probe!r}; choose one of {', '.join(SCENE_PROBES)}")
         return probe
 
     @property
     def resolved_eval_checkpoints(self) -> str:
-        return self.eval_checkpoints or default_eval_checkpoints(self.profile)
+        return self.evaluate.eval_checkpoints or RECIPES[self.profile].eval_checkpoints
+
+    @property
+    def resolved_eval_seeds(self) -> int:
+        return self.evaluate.seeds or eval_seeds_for(self.profile, self.resolved_probe)
 
     @property
     def resolved_study_name(self) -> str:

@@ -20,10 +20,10 @@ class StudyContext:
     # The Train worker's logical CPUs (it trains on one torch thread). With the trial function's share,
     # one trial holds 1 CPU of Ray's; the worker's crop-reader thread runs on the core Ray leaves free.
     cpus_per_worker: float = 0.5
-    global_batch_size: int = 32
+    global_batch_size: int = 32  # the study's --batch-size (sweeps.study.config.StudyPretraining)
     eval_seeds: int = 3
-    # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): "hear"
-    # (paper profile), "quick" (CPU default profile), or "linear" | "knn" when the study asks.
+    # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): the study's
+    # --probe, else its profile recipe's (sweeps.protocol.recipe: "hear" for paper, "knn" for cpu_default).
     probe: str = "hear"
     # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
     # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).

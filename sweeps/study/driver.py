@@ -26,7 +26,6 @@ from ray import tune
 
 from pipeline import paths, tracking
 from pipeline.defaults import build_default_inputs
-from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 from pipeline.ray_session import connect_ray
 from pipeline.tracking.lifecycle import killed_on_interrupt
 from sweeps.report.fits import StudyFits
@@ -173,11 +172,11 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         tasks_dir=str(config.tasks_dir or paths.default_tasks_dir()),
         gpus_per_trial=config.gpus_per_trial,
         rankme_early_stop=config.rankme_early_stop,
-        # A CPU-default study must finish in minutes: cheaper probe schedule (its default), two seeds.
+        # The probe, its seeds and the checkpoints scored: the config's, else the profile recipe's policy.
         probe=config.resolved_probe,
         profile=config.profile,  # the training recipe (sweeps.protocol.recipe)
-        # The linear and kNN probes have no random state: one seed is all there is to measure.
-        eval_seeds=1 if config.resolved_probe in DETERMINISTIC_PROBES else 2 if config.profile == "cpu_default" else 3,
+        eval_seeds=config.resolved_eval_seeds,
+        global_batch_size=config.pretrain.global_batch_size,
         eval_checkpoints=config.resolved_eval_checkpoints,
     )
     return parent, context

@@ -15,7 +15,7 @@ from pipeline.pretrain.config import PretrainConfig
 from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
 from sweeps.protocol.recipe import (
     RANKME_POOL_N,
-    default_eval_checkpoints,
+    RECIPES,
     evaluation_steps_for,
     trial_overrides,
 )
@@ -31,7 +31,7 @@ from sweeps.study.cost import (
 )
 from sweeps.study.grids import TrialSpec, expand_grids
 
-DEFAULT_CONTEXT_BATCH = 32  # StudyContext's global batch, which the CPU profile keeps
+DEFAULT_CONTEXT_BATCH = 32  # the study's --batch-size default (StudyPretraining), which the CPU profile keeps
 DEFAULT_ASSUMPTIONS = CostAssumptions()  # one H100 node at 40% MFU (sweeps.study.cost's defaults)
 
 
@@ -60,7 +60,7 @@ def plan_trial(
         mask_ratio=spec.mask_ratio,
         steps=spec.train_steps,
         checkpoint_every_steps=checkpoint_every_steps_for(spec.train_steps),
-        checkpoint_steps=evaluation_steps_for(spec.train_steps, eval_checkpoints or default_eval_checkpoints(profile)),
+        checkpoint_steps=evaluation_steps_for(spec.train_steps, eval_checkpoints or RECIPES[profile].eval_checkpoints),
         **recipe,
     )
     model = config.describe_model()
@@ -153,11 +153,18 @@ def total_lines(study: StudyCost, assumptions: CostAssumptions, n_trials: int) -
 
 
 def plan_text(
-    grid: str, profile: str, *, eval_checkpoints: str | None = None, assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS
+    grid: str,
+    profile: str,
+    *,
+    eval_checkpoints: str | None = None,
+    context_batch: int = DEFAULT_CONTEXT_BATCH,
+    assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> str:
     """The whole plan: a header, then each trial with its labelled values, then the study's totals."""
     trials = [
-        plan_trial(spec, profile, eval_checkpoints=eval_checkpoints, assumptions=assumptions)
+        plan_trial(
+            spec, profile, context_batch=context_batch, eval_checkpoints=eval_checkpoints, assumptions=assumptions
+        )
         for spec in expand_grids(grid, profile=profile)
     ]
     lines = [f"Plan: grid {grid}, profile {profile}: {len(trials)} trial(s), nothing is run."]

@@ -9,9 +9,9 @@ import typing
 
 import pytest
 
+from pipeline.cli_flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
 from pipeline.pretrain.__main__ import build_parser, config_from_args, parse_override
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
 
 
 def test_help_lists_every_issue_option_with_defaults():

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pipeline.tracking import runs as tracking
-from sweeps.scaling import build_parser, main, study_config_from_args
-from sweeps.study.config import StudyConfig
+from sweeps.scaling import main, parse_study_args
+from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.driver import _open_study
 
 
 @pytest.mark.parametrize("probe", ["hear", "quick", "linear", "knn"])
 def test_cli_accepts_every_probe(probe):
-    config = study_config_from_args(build_parser().parse_args(["--grid", "mask_ratio", "--probe", probe]))
-    assert config.probe == probe and config.resolved_probe == probe
+    config, _ = parse_study_args(["--grid", "mask_ratio", "--probe", probe])
+    assert config.evaluate.probe == probe and config.resolved_probe == probe
 
 
 def test_cli_refuses_an_unknown_probe(capsys):
@@ -23,20 +23,20 @@ def test_cli_refuses_an_unknown_probe(capsys):
 
 
 def test_default_probe_is_the_profiles():
-    default = study_config_from_args(build_parser().parse_args(["--grid", "mask_ratio"]))
-    assert default.probe is None and default.resolved_probe == "knn"
+    default, _ = parse_study_args(["--grid", "mask_ratio"])
+    assert default.evaluate.probe is None and default.resolved_probe == "knn"
     assert StudyConfig(grid="size", profile="paper").resolved_probe == "hear"
 
 
 def test_probe_reaches_the_trials_and_is_recorded_and_kept_on_resume(tracking_uri):
     study = {"grid": "mask_ratio", "study_name": "probes", "tracking_uri": tracking_uri}
-    parent, context = _open_study(StudyConfig(**study, probe="knn"), n_trials=5)
+    parent, context = _open_study(StudyConfig(**study, evaluate=StudyEvaluation(probe="knn")), n_trials=5)
     parent.finish()
     assert context.probe == "knn"
     assert tracking.read_run(tracking_uri, parent.run_id)["params"]["probe"] == "knn"
     # Q compares only within one probe: a resume must keep the study's.
     with pytest.raises(ValueError, match="resume it with --probe knn"):
-        _open_study(StudyConfig(**study, probe="linear", resume=True), n_trials=5)
-    parent, context = _open_study(StudyConfig(**study, probe="knn", resume=True), n_trials=5)
+        _open_study(StudyConfig(**study, evaluate=StudyEvaluation(probe="linear"), resume=True), n_trials=5)
+    parent, context = _open_study(StudyConfig(**study, evaluate=StudyEvaluation(probe="knn"), resume=True), n_trials=5)
     parent.finish()
     assert context.probe == "knn"
