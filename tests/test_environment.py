@@ -33,7 +33,8 @@ def test_readme_quick_start_gives_the_checked_activation_line():
 def test_every_entry_point_names_a_main_function_that_python_m_also_runs():
     scripts = PYPROJECT["project"]["scripts"]
     assert set(scripts) == {
-        f"audioscale-{name}" for name in ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models")
+        f"audioscale-{name}"
+        for name in ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models", "external")
     }
     for name, target in scripts.items():
         module, function = target.split(":")
