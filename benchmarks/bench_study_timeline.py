@@ -17,7 +17,7 @@ import statistics
 from mlflow.tracking import MlflowClient
 
 from pipeline.tracking import runs as tracking
-from sweeps.study.tracking import STUDY_EXPERIMENT
+from sweeps.record.keys import STUDY_EXPERIMENT
 
 
 def trial_timelines(client: MlflowClient, parent_run_id: str, experiment_id: str) -> list[dict]:

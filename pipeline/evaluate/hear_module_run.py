@@ -48,10 +48,8 @@ from pipeline.evaluate.task_data import (
 )
 from pipeline.rankme.effective_rank import rankme_with_shape
 from pipeline.rankme.model_rankme import PoolRankMe
-from pipeline.rankme.pool import RankMePool, is_capped
+from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool, is_capped
 from pipeline.rankme.waveform_pool import pool_crop_waveforms
-
-POOL_BATCH_CROPS = 64  # crops held as audio at once: 64 x 10 s x 32 kHz float32 is 82 MB
 
 
 def hear_module_pool_rankme(hear: HearModule, pool: RankMePool | None) -> PoolRankMe:

@@ -40,6 +40,7 @@ from pipeline.evaluate.task_jobs import (
 )
 from pipeline.rankme.effective_rank import rankme_with_shape, sample_fixed_n
 from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
+from pipeline.tracking.keys import INTERVAL_OVER_SEEDS, INTERVAL_OVER_TEST_CLIPS
 
 # The task-audio diagnostic's N (not the R of the fits): the default task set holds ~7,000 clips,
 # so 4,096 fits it with room to spare.
@@ -186,9 +187,9 @@ RESULT_COLUMNS = ["task", "metric", "mean", "ci_low", "ci_high", "interval_over"
 
 def _interval(low: float, high: float, test_low: float, test_high: float) -> dict:
     if np.isfinite(low) and np.isfinite(high):
-        return {"ci_low": low, "ci_high": high, "interval_over": "probe seeds"}
+        return {"ci_low": low, "ci_high": high, "interval_over": INTERVAL_OVER_SEEDS}
     if np.isfinite(test_low) and np.isfinite(test_high):
-        return {"ci_low": test_low, "ci_high": test_high, "interval_over": "test clips"}
+        return {"ci_low": test_low, "ci_high": test_high, "interval_over": INTERVAL_OVER_TEST_CLIPS}
     return {"ci_low": np.nan, "ci_high": np.nan, "interval_over": ""}
 
 

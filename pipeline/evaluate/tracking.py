@@ -19,6 +19,19 @@ import tempfile
 from pathlib import Path
 
 from pipeline.evaluate.run import EvaluationResult, write_results
+from pipeline.tracking.keys import (
+    EVAL_Q_METRIC,
+    EVAL_RANKME_CAPPED_TAG,
+    EVAL_RANKME_N_METRIC,
+    EVAL_RANKME_POOL_TAG,
+    LEGACY_EVAL_RANKME_METRIC,
+    Q_METRIC,
+    RANKME_K_KEY,
+    RANKME_METRIC,
+    RANKME_N_KEY,
+    RANKME_POOL_KEY,
+    TASK_RANKME_METRIC,
+)
 from pipeline.tracking.runs import (
     TrackedRun,
     attach_run,
@@ -65,11 +78,11 @@ def _finite(value: float) -> bool:
 def evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
     """Q, RankMe, each task's score with its interval where one exists, and the timings."""
     metrics = {
-        "q": result.q,
-        "rankme": result.rankme,
-        "rankme_n": result.rankme_n,
-        "rankme_k": result.rankme_k,
-        "task_rankme": result.task_rankme,
+        Q_METRIC: result.q,
+        RANKME_METRIC: result.rankme,
+        RANKME_N_KEY: result.rankme_n,
+        RANKME_K_KEY: result.rankme_k,
+        TASK_RANKME_METRIC: result.task_rankme,
     }
     for task, score in result.task_scores.items():
         metrics[f"{task}/score"] = score["mean"]
@@ -115,9 +128,9 @@ def log_evaluation(
             "tasks": sorted(result.task_scores),
             "tasks_dir": tasks_dir or "",
             "seeds": result.seeds,
-            "rankme_n": result.rankme_n,
-            "rankme_k": result.rankme_k,
-            "rankme_pool": result.rankme_pool,
+            RANKME_N_KEY: result.rankme_n,
+            RANKME_K_KEY: result.rankme_k,
+            RANKME_POOL_KEY: result.rankme_pool,
             "task_rankme_n": result.task_rankme_n,
             # probe_schedule names the scene probe ("hear" | "quick" | "linear" | "knn"); the other probe_* its values.
             **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
@@ -143,11 +156,11 @@ def _log_on_pretraining_run(parent: TrackedRun, result: EvaluationResult) -> Non
     """The headline numbers beside the training curves, with the pool that makes R comparable."""
     parent.log_metrics(
         {
-            "eval_q": result.q,
-            "eval_rankme": result.rankme,
-            "eval_rankme_n": result.rankme_n,
+            EVAL_Q_METRIC: result.q,
+            LEGACY_EVAL_RANKME_METRIC: result.rankme,
+            EVAL_RANKME_N_METRIC: result.rankme_n,
             "eval_rankme_k": result.rankme_k,
         },
         step=result.step,
     )
-    parent.set_tags({"eval_rankme_pool": result.rankme_pool, "eval_rankme_capped": result.rankme_capped})
+    parent.set_tags({EVAL_RANKME_POOL_TAG: result.rankme_pool, EVAL_RANKME_CAPPED_TAG: result.rankme_capped})

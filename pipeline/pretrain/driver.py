@@ -42,6 +42,7 @@ from pipeline.ray_session import connect_ray
 from pipeline.shards.crops import check_segments_fit_crop
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
 from pipeline.tracking.dataset import log_shards_input
+from pipeline.tracking.keys import RANKME_METRIC, TRAIN_STEPS_PARAM
 from pipeline.tracking.lifecycle import killed_on_interrupt
 from pipeline.tracking.runs import (
     CODE_VERSION_ENV,
@@ -123,7 +124,7 @@ def _run_on_ray(
             "shard_total_hours": manifest["total_hours"],
             "shard_num_rows": manifest["num_rows"],
             "accumulation_steps": config.accumulation_steps,
-            "train_steps": config.steps,  # the planned horizon (sweeps.study.tracking reads it)
+            TRAIN_STEPS_PARAM: config.steps,  # the planned horizon (sweeps.record reads it)
             **model.mlflow_params(),
         }
     )
@@ -206,7 +207,7 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
         checkpoint_dir=result.checkpoint.path,
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
-        rankme_history=sorted(dict(history.get("rankme", [])).items()),
+        rankme_history=sorted(dict(history.get(RANKME_METRIC, [])).items()),
         checkpoints=_study_checkpoints(result, config, final_step=steps),
         encoder_parameters=model.encoder_parameters,
         total_parameters=model.total_parameters,

@@ -40,6 +40,7 @@ from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
 from pipeline.pretrain.worker_setup import WorkerPlace, WorkerTraining, build_training
 from pipeline.shards.crop_stream import StreamPosition
+from pipeline.tracking.keys import RANKME_METRIC
 from pipeline.tracking.runs import TrackedRun, attach_run
 from pipeline.tracking.system_metrics import node_system_metrics
 
@@ -85,10 +86,10 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
         tracker.set_tags({"optimizer_used": training.optimizer_used, "optimizer_note": training.optimizer_note})
         tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
         if training.start_step == 0 and (initial := rankme.measure_if_due(training.model, 0)) is not None:
-            tracker.log_metrics({"rankme": initial}, step=0)
+            tracker.log_metrics({RANKME_METRIC: initial}, step=0)
             log_rankme_record(tracker, rankme)
     if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
-        initial_metrics = {"step": 0, **({"rankme": rankme.latest} if rankme.latest is not None else {})}
+        initial_metrics = {"step": 0, **({RANKME_METRIC: rankme.latest} if rankme.latest is not None else {})}
         report_with_checkpoint(
             initial_metrics,
             training,
@@ -151,7 +152,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
         preempted = preemption.checkpoint_due(step)  # every rank at the same steps: the notice is a barrier
-        measured = {"rankme": rankme.measure_if_due(training.model, step)}
+        measured = {RANKME_METRIC: rankme.measure_if_due(training.model, step)}
         measured["validation_mse"] = validation.check(training.model, step)
         stop = (
             validation.is_due(step)
@@ -164,12 +165,12 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
             if tracker is not None and step > logged_up_to:
                 logged = {k: v for k, v in measured.items() if v is not None}
                 tracker.log_metrics({**metrics, **logged}, step=step)
-                if measured["rankme"] is not None:
+                if measured[RANKME_METRIC] is not None:
                     log_rankme_record(tracker, rankme)
                 if measured["validation_mse"] is not None:
                     tracker.set_tags(validation.tags())
             if rankme.latest is not None:
-                metrics["rankme"] = rankme.latest  # Tune's early stop reads the newest value
+                metrics[RANKME_METRIC] = rankme.latest  # Tune's early stop reads the newest value
             if preempted:  # after the MLflow log: a mark for the driver, not a training metric
                 metrics[PREEMPTION_CHECKPOINT_METRIC] = 1
             data_position = position_record(micro_batches.position, world_size=place.world_size)
@@ -230,7 +231,7 @@ def report_step(
     still resumes from it. Not at every log step: the metrics are in MLflow already,
     and Ray Train 2.60 takes one report per worker per health check (a queue of size 1, polled every
     2 s, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S), so reporting every 10 steps of 18 ms held each report for
-    1.8 s and cut mae-debug from ~850 to 80 samples/s (README, Performance)."""
+    1.8 s and cut mae-debug from ~850 to 80 samples/s (docs/performance.md)."""
     if last or is_checkpoint_step(config, step):
         report_with_checkpoint(metrics, training, config=config, step=step, rank=rank, data_position=data_position)
     elif rankme_due:

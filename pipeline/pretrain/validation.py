@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from pipeline.tracking.keys import CONVERGED_KEY
+
 VALIDATION_MASK_SEED = 2_000_003  # fixed masks: every check scores the same patches
 VALIDATION_BATCH_CLIPS = 32
-CONVERGED_TAG = "converged"  # sweeps.study.tracking reads it (Fig. 1b: converged checkpoints only)
+CONVERGED_TAG = CONVERGED_KEY  # sweeps.record.trial reads it (Fig. 1b: converged checkpoints only)
 CONVERGED_STEP_TAG = "converged_step"
 
 

@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from pipeline.rankme.effective_rank import rankme_with_shape
-from pipeline.rankme.pool import RankMePool, is_capped, iter_pool_crops
-
-POOL_BATCH_CROPS = 64
+from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool, is_capped, iter_pool_crops
+from pipeline.tracking.keys import RANKME_CAPPED_KEY, RANKME_K_KEY, RANKME_N_KEY, RANKME_POOL_KEY
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +27,7 @@ class PoolRankMe:
 
     def record(self) -> dict[str, object]:
         """What is logged beside every value: MLflow params/tags and report columns use these names."""
-        return {"rankme_n": self.n, "rankme_k": self.k, "rankme_pool": self.pool, "rankme_capped": self.capped}
+        return {RANKME_N_KEY: self.n, RANKME_K_KEY: self.k, RANKME_POOL_KEY: self.pool, RANKME_CAPPED_KEY: self.capped}
 
 
 @torch.no_grad()

@@ -45,6 +45,9 @@ PAPER_RANKME_N = 30_000  # Deng et al., Sec. III-C and App. A: 30,000 randomly s
 # within ~1% of its large-N value (reference/evaluation.md: K=768, N=8192 -> 759 of 765).
 MIN_SAMPLES_PER_FEATURE = 8
 POOL_SEED = 1_000_003  # fixed, independent of every training seed: all trials share the pool
+# Crops held at once while a pool is embedded (as mel crops here, as audio in
+# pipeline.rankme.waveform_pool's readers): 64 x 10 s x 32 kHz float32 audio is 82 MB.
+POOL_BATCH_CROPS = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +118,7 @@ def select_pool(shards_dir: str | Path, *, crop_frames: int, n: int | None = Non
     )
 
 
-def iter_pool_crops(pool: RankMePool, *, batch_crops: int = 64) -> Iterator[np.ndarray]:
+def iter_pool_crops(pool: RankMePool, *, batch_crops: int = POOL_BATCH_CROPS) -> Iterator[np.ndarray]:
     """The pool's crops, float32 (<= batch_crops, crop_frames, n_mels), normalised as training reads them.
 
     Read from the part files at each call (one pass, one file in memory at a time) rather than kept:

@@ -25,6 +25,7 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
+from pipeline.tracking.keys import RESUMED_PARAM_PREFIX
 from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
@@ -124,7 +125,7 @@ class TrackedRun:
             if key not in logged:
                 new.append(Param(key, text))
             elif logged[key] != text:
-                changed.append(RunTag(f"resumed_param.{key}", text))
+                changed.append(RunTag(f"{RESUMED_PARAM_PREFIX}{key}", text))
         self._client.log_batch(self.run_id, params=new, tags=changed)
 
     def log_metrics(self, metrics: dict[str, float], *, step: int) -> None:

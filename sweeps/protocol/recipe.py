@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
+from pipeline.rankme.pool import PAPER_RANKME_N
 
 # Numbers the paper states, each with where it says so (tests/sweeps/protocol/test_recipe.py checks them).
 STUDY_GLOBAL_BATCH = 256  # Sec. III-B and App. B: "we consistently set the batch size to 256"
@@ -32,7 +33,7 @@ STUDY_TRAIN_STEPS = 746_000  # Sec. III-B and App. B: "the number of steps was u
 STUDY_OPTIMIZER = "adamw8bit"  # App. B: "an 8-bit AdamW optimizer"
 STUDY_MASK_RATIO = 0.75  # Sec. III-B and App. B: "a default masking ratio of 0.75"
 STUDY_CLIP_SECONDS = 10.0  # App. B: "processing 10-second audio clips" (Sec. III-A: 10-second clips)
-RANKME_POOL_N = 30_000  # Sec. III-C and App. A: RankMe of "30,000 randomly sampled data points"
+RANKME_POOL_N = PAPER_RANKME_N  # Sec. III-C and App. A: RankMe of "30,000 randomly sampled data points"
 TABLE_III_RANKME_STEPS = (50_000, 100_000, 200_000, 300_000)  # Table III: "step4RankMe"
 TABLE_III_HEAR_STEP = 700_000  # Table III: "step4HEAR", Q at the end of training
 

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.external_points import plot_external_points
 from sweeps.report.figure_style import readable_log_ticks
@@ -32,7 +33,7 @@ def plot_quality_vs_rankme_by_architecture(
     colours = plt.get_cmap("tab10")
     for index, (arch, rows) in enumerate(points.groupby("arch", sort=True)):
         colour = colours(index % 10)
-        ax.scatter(rows["rankme"], rows["q"], s=20, color=colour, label=arch, zorder=3)
+        ax.scatter(rows["rankme"], rows[Q_METRIC], s=20, color=colour, label=arch, zorder=3)
         fit = per_architecture.get(arch)
         if fit is not None:
             x = np.geomspace(float(rows["rankme"].min()), float(rows["rankme"].max()), 100)

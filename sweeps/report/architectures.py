@@ -16,6 +16,7 @@ import pandas as pd
 from sweeps.laws.fits import fit_saturating
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
 
 TABLE_V_SCALES = ("base", "large")  # Table V's two columns
@@ -42,7 +43,9 @@ def fit_architecture_laws(
             continue
         groups = rows["configuration"].to_numpy() if "configuration" in rows.columns else None
         try:
-            fits[arch] = fit_saturating(rows["rankme"], rows["q"], groups=groups, n_bootstrap=n_bootstrap, seed=seed)
+            fits[arch] = fit_saturating(
+                rows["rankme"], rows[Q_METRIC], groups=groups, n_bootstrap=n_bootstrap, seed=seed
+            )
         except (ValueError, FitNotConvergedError) as error:
             skipped[arch] = str(error)
     return fits, skipped
@@ -61,7 +64,7 @@ def architecture_scale_table(trials: pd.DataFrame) -> pd.DataFrame:
             at_scale = group[group["scale"] == scale]
             row[f"{scale}_model"] = ", ".join(sorted(set(at_scale["model_name"].astype(str)))) if len(at_scale) else ""
             row[f"{scale}_rankme"] = float(at_scale["rankme"].mean()) if len(at_scale) else np.nan
-            row[f"{scale}_q"] = float(at_scale["q"].mean()) if len(at_scale) else np.nan
+            row[f"{scale}_q"] = float(at_scale[Q_METRIC].mean()) if len(at_scale) else np.nan
             row[f"{scale}_n"] = len(at_scale)
         rows.append(row)
     return pd.DataFrame(rows)

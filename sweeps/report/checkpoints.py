@@ -2,7 +2,7 @@
 
 Fig. 1a of the paper fits Q(R) over every checkpoint under compute constraints; a trial table
 whose rows carry `checkpoint_points` ({step: {"rankme", "q", "score/<task>"}}, written by
-sweeps.study.checkpoint_points) expands to one row per checkpoint. The bootstrap unit stays the
+sweeps.record.checkpoint_point) expands to one row per checkpoint. The bootstrap unit stays the
 trial (`configuration`): checkpoints of one run are not independent, so they are resampled together.
 Rows without points stay as they are (their last checkpoint is their only point).
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-POINTS_COLUMN = "checkpoint_points"
+from sweeps.record.keys import POINTS_COLUMN
+
 STEP_COLUMN = "step"  # as the figures and summary read it (sweeps.report.figure_style)
 
 

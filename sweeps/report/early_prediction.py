@@ -9,16 +9,18 @@ import pandas as pd
 from scipy.stats import pearsonr
 
 from sweeps.protocol.early_stop_rule import DEFAULT_KEEP_FRACTION, should_stop
+from sweeps.protocol.recipe import TABLE_III_HEAR_STEP
+from sweeps.record.keys import Q_METRIC
+from sweeps.report.intervals import Z_95
 from sweeps.report.study_info import rankme_axis_label
 
 # Paper Sec. IV-E, Table III: Pearson r between RankMe at an early step and HEAR at 700k steps
 # (the end of training), across 45 models.
-PAPER_TABLE_III_FINAL_STEP = 700_000
+PAPER_TABLE_III_FINAL_STEP = TABLE_III_HEAR_STEP
 PAPER_TABLE_III = {50_000: 0.636, 100_000: 0.790, 200_000: 0.855, 300_000: 0.862}
 # Fractions of the horizon are pooled after rounding: 50/700 and 100/1400 are one row.
 FRACTION_DECIMALS = 4
 EARLY_COLUMNS = ["fraction", "steps", "pearson_r", "r_ci_low", "r_ci_high", "n_trials", "note", "paper_pcc"]
-Z_95 = 1.959964
 
 
 def fisher_interval(r: float, n: int) -> tuple[float, float]:
@@ -153,7 +155,7 @@ def _interval_cell(row) -> str:
 def early_prediction_markdown(trials: pd.DataFrame) -> list[str]:
     """The Table III section: ours by fraction of the horizon, the paper's beside it."""
     horizons = trials["train_steps"] if "train_steps" in trials.columns else None
-    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"], horizons)
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials[Q_METRIC], horizons)
     if horizons is None or pd.isna(horizons).all():
         horizon_note = (
             "The trial table has no `train_steps`: each trial's largest logged RankMe step is taken as its "

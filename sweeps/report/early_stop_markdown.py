@@ -11,6 +11,7 @@ from sweeps.protocol.early_stop_rule import (
     DecisionReplay,
     replay_decision_point,
 )
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.early_prediction import simulate_rankme_early_stop
 from sweeps.report.fits import usable_trials
 
@@ -33,7 +34,7 @@ def replay_early_stop(
     histories = {n: {int(s): float(r) for s, r in dict(h).items()} for n, h in zip(names, trials["rankme_by_step"])}
     return replay_decision_point(
         histories,
-        dict(zip(names, trials["q"])),
+        dict(zip(names, trials[Q_METRIC])),
         {n: max(h, default=0) for n, h in histories.items()},
         keep_fraction=keep_fraction,
         check_fraction=check_fraction,
@@ -45,7 +46,7 @@ def early_stop_section(table: pd.DataFrame, *, keep_fraction: float, check_fract
     trials, _ = usable_trials(table)
     replay = replay_early_stop(table, keep_fraction=keep_fraction, check_fraction=check_fraction)
     stops = simulate_rankme_early_stop(
-        trials["rankme_by_step"], trials["q"], row_names(trials), keep_fraction=keep_fraction
+        trials["rankme_by_step"], trials[Q_METRIC], row_names(trials), keep_fraction=keep_fraction
     )
     if replay is None and not len(stops):
         return []

@@ -4,15 +4,17 @@ An external point is a public or user model scored on the study's RankMe pool wi
 probe (`python -m pipeline.evaluate --hear-module PKG.MODULE --study NAME`), as the RankMe study
 (Deng et al., Sec. IV-G, Table IV: public checkpoints marked *) scores public models beside its own.
 It shows where that model sits against the study's law; it was not trained under the study's
-recipe, so it takes no part in any fit (sweeps.study.tracking leaves it out of the trial table).
+recipe, so it takes no part in any fit (sweeps.record.study leaves it out of the trial table).
 
-The points come as a table with columns `name`, `rankme`, `q` (sweeps.study.external_points).
+The points come as a table with columns `name`, `rankme`, `q` (sweeps.record.external_point.external_points_table).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from sweeps.record.keys import Q_METRIC, RANKME_METRIC
 
 EXTERNAL_LEGEND = "external (HEAR module, not fitted)"
 EXTERNAL_MARKER = "D"  # a diamond: the trials are round black dots
@@ -22,9 +24,9 @@ EXTERNAL_COLOUR = "tab:purple"  # orange stars are the trials' final checkpoints
 def drawable_external_points(external: pd.DataFrame | None) -> pd.DataFrame:
     """The external points with a finite R and Q: what the figure places (an R of NaN has no x)."""
     if external is None or external.empty:
-        return pd.DataFrame(columns=["name", "rankme", "q"])
-    finite = np.isfinite(external["rankme"].astype(float)) & np.isfinite(external["q"].astype(float))
-    return external.loc[finite, ["name", "rankme", "q"]].reset_index(drop=True)
+        return pd.DataFrame(columns=["name", RANKME_METRIC, Q_METRIC])
+    finite = np.isfinite(external[RANKME_METRIC].astype(float)) & np.isfinite(external[Q_METRIC].astype(float))
+    return external.loc[finite, ["name", RANKME_METRIC, Q_METRIC]].reset_index(drop=True)
 
 
 def plot_external_points(ax, external: pd.DataFrame | None) -> pd.DataFrame:
@@ -32,7 +34,7 @@ def plot_external_points(ax, external: pd.DataFrame | None) -> pd.DataFrame:
     points = drawable_external_points(external)
     if points.empty:
         return points
-    ax.scatter(points["rankme"], points["q"], s=46, marker=EXTERNAL_MARKER, color=EXTERNAL_COLOUR,
+    ax.scatter(points[RANKME_METRIC], points[Q_METRIC], s=46, marker=EXTERNAL_MARKER, color=EXTERNAL_COLOUR,
                edgecolors="black", linewidths=0.6, zorder=5, label=EXTERNAL_LEGEND)  # fmt: skip
     for name, rankme, q in points.itertuples(index=False):
         ax.annotate(str(name), (rankme, q), xytext=(4, -9), textcoords="offset points", fontsize=6,

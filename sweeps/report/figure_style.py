@@ -16,6 +16,7 @@ from matplotlib.ticker import (
     NullLocator,
 )
 
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.intervals import q_intervals
 from sweeps.report.study_info import StudyInfo
 
@@ -60,12 +61,12 @@ def label_points(ax, trials: pd.DataFrame, column: str) -> None:
         ordered = ordered.sort_values("step")
     anchors = sorted(
         (
-            (name, float(rows.iloc[-1][column]), float(rows.iloc[-1]["q"]))
+            (name, float(rows.iloc[-1][column]), float(rows.iloc[-1][Q_METRIC]))
             for name, rows in ordered.groupby("_name", sort=False)
         ),
         key=lambda anchor: anchor[2],
     )
-    q = pd.to_numeric(trials["q"], errors="coerce")
+    q = pd.to_numeric(trials[Q_METRIC], errors="coerce")
     gap = LABEL_GAP * max(float(q.max() - q.min()), 1e-6) if q.notna().any() else 0.0
     previous = -np.inf
     for name, x, y in anchors:
@@ -85,9 +86,9 @@ def connect_checkpoints(ax, trials: pd.DataFrame, column: str) -> None:
     marked = False
     for _, rows in trials.assign(_name=trial_names(trials)).groupby("_name", sort=False):
         rows = rows.sort_values("step")
-        ax.plot(rows[column], rows["q"], color="gray", linewidth=0.8, alpha=0.7, zorder=2)
+        ax.plot(rows[column], rows[Q_METRIC], color="gray", linewidth=0.8, alpha=0.7, zorder=2)
         final = rows.iloc[-1]
-        ax.scatter([final[column]], [final["q"]], marker="*", s=90, color="tab:orange", zorder=5,
+        ax.scatter([final[column]], [final[Q_METRIC]], marker="*", s=90, color="tab:orange", zorder=5,
                    label=None if marked else "final checkpoint")  # fmt: skip
         marked = True
 
@@ -95,7 +96,7 @@ def connect_checkpoints(ax, trials: pd.DataFrame, column: str) -> None:
 def q_error_bars(ax, trials: pd.DataFrame, column: str, info: StudyInfo) -> int:
     """Q's 95% interval as error bars where it can inform (sweeps.report.intervals); how many drawn."""
     verdicts = q_intervals(trials, info)
-    shown = [(x, q, v.bounds) for x, q, v in zip(trials[column], trials["q"], verdicts) if v.bounds is not None]
+    shown = [(x, q, v.bounds) for x, q, v in zip(trials[column], trials[Q_METRIC], verdicts) if v.bounds is not None]
     if not shown:
         return 0
     x, q, bounds = zip(*shown)

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.architecture_figure import plot_quality_vs_rankme_by_architecture
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import (
@@ -77,11 +78,11 @@ def plot_quality_vs(
     ax = ax if ax is not None else figure.add_subplot()
     connect_checkpoints(ax, trials, column)
     q_error_bars(ax, trials, column, info or StudyInfo())
-    ax.scatter(trials[column], trials["q"], s=18, color="black", zorder=3, label="trials")
+    ax.scatter(trials[column], trials[Q_METRIC], s=18, color="black", zorder=3, label="trials")
     label_points(ax, trials, column)
     if frontier is not None and frontier.any():
         ax.scatter(
-            trials[column][frontier], trials["q"][frontier], s=70, facecolors="none", edgecolors="tab:red",
+            trials[column][frontier], trials[Q_METRIC][frontier], s=70, facecolors="none", edgecolors="tab:red",
             zorder=4, label="frontier (fitted)",
         )  # fmt: skip
     if fit is not None:
@@ -90,8 +91,8 @@ def plot_quality_vs(
         low, high = fit.predict_interval(x)
         if np.all(np.isfinite(low)):
             ax.fill_between(x, low, high, color="tab:blue", alpha=0.2, label=f"{100 * fit.ci_level:.0f}% band")
-        span = float(np.ptp(trials["q"])) or 0.05
-        if fit.params["q_inf"] <= trials["q"].max() + span:  # far above the data it only squashes the points
+        span = float(np.ptp(trials[Q_METRIC])) or 0.05
+        if fit.params["q_inf"] <= trials[Q_METRIC].max() + span:  # far above the data it only squashes the points
             ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
     placed = plot_external_points(ax, external)
     ax.set_xscale("log")
@@ -157,7 +158,7 @@ def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
     contours = ax.contour(n_grid, d_grid, fit.predict(n_grid, d_grid), levels=8, cmap="viridis")
     ax.clabel(contours, fontsize="x-small", fmt="%.3f")
     points = ax.scatter(
-        trials["n_params"], trials["hours"], c=trials["q"], cmap="viridis", edgecolors="black", zorder=3
+        trials["n_params"], trials["hours"], c=trials[Q_METRIC], cmap="viridis", edgecolors="black", zorder=3
     )
     figure.colorbar(points, ax=ax, label="observed Q")
     ax.set(
@@ -174,12 +175,12 @@ def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) ->
     """Left: RankMe at each fraction of training against final Q; right: Pearson r by fraction."""
     trials, _ = usable_trials(table)
     horizons = trials["train_steps"] if "train_steps" in trials.columns else None
-    correlations = pearson_early_prediction(trials["rankme_by_step"], trials["q"], horizons)
+    correlations = pearson_early_prediction(trials["rankme_by_step"], trials[Q_METRIC], horizons)
     points = early_points(trials["rankme_by_step"], horizons)
     figure, (scatter_ax, r_ax) = plt.subplots(1, 2, figsize=(10.0, 3.8))
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 1.0, max(len(correlations), 1)))
     for colour, fraction in zip(colours, correlations["fraction"]):
-        pairs = [(trial[fraction][1], q) for trial, q in zip(points, trials["q"]) if fraction in trial]
+        pairs = [(trial[fraction][1], q) for trial, q in zip(points, trials[Q_METRIC]) if fraction in trial]
         rankmes, qs = np.array(pairs).T
         scatter_ax.scatter(rankmes, qs, s=14, color=colour, label=f"{100 * fraction:.1f}% of training")
     scatter_ax.set(

@@ -23,18 +23,15 @@ import pandas as pd
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import CONVERGED_KEY, Q_METRIC
+from sweeps.record.trial import is_true_text
 from sweeps.report.architectures import fit_architecture_laws
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.frontier import frontier_mask
 from sweeps.report.study_info import law_not_on_grid
-from sweeps.report.task_laws import (
-    TASK_SCORE_PREFIX,
-    TaskLaw,
-    fit_task_laws,
-    task_score_columns,
-)
+from sweeps.report.task_laws import TaskLaw, fit_task_laws, task_score_columns
 
-__all__ = ["TASK_SCORE_PREFIX", "StudyFits", "fit_study_laws", "task_score_columns", "usable_trials"]
+__all__ = ["StudyFits", "fit_study_laws", "task_score_columns", "usable_trials"]
 
 # Q(X) needs this many distinct X values (not just points: seeds of one X do not identify a law).
 MIN_DISTINCT_SCALES = 4
@@ -67,7 +64,7 @@ class StudyFits:
 
 def usable_trials(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """Rows with a finite Q and status ok; and how many rows were left out."""
-    ok = np.isfinite(pd.to_numeric(table["q"], errors="coerce"))
+    ok = np.isfinite(pd.to_numeric(table[Q_METRIC], errors="coerce"))
     if "status" in table.columns:
         ok &= table["status"].fillna("ok").eq("ok")
     return table[ok].reset_index(drop=True), int((~ok).sum())
@@ -75,7 +72,7 @@ def usable_trials(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 def converged_rows(trials: pd.DataFrame) -> pd.Series:
     """The `converged` column as booleans (MLflow hands back text: "True", "1", "1.0")."""
-    return trials["converged"].map(lambda v: str(v).strip().lower() in {"true", "1", "1.0", "yes"})
+    return trials[CONVERGED_KEY].map(is_true_text)
 
 
 def _groups(rows: pd.DataFrame) -> np.ndarray | None:
@@ -109,12 +106,12 @@ def _fit_both(fit_function, *columns, name: str, rows: pd.DataFrame, out: dict, 
     """Reference fit into out['fits'], log-error alternative into out['alternatives'], or a reason."""
     kwargs = {"groups": _groups(rows), "n_bootstrap": n_bootstrap, "seed": seed}
     try:
-        out["fits"][name] = fit_function(*columns, rows["q"], **kwargs)
+        out["fits"][name] = fit_function(*columns, rows[Q_METRIC], **kwargs)
     except (ValueError, FitNotConvergedError) as error:
         out["skipped"][name] = str(error)
         return
     try:
-        out["alternatives"][name] = fit_function(*columns, rows["q"], estimator=LOG_ERROR, **kwargs)
+        out["alternatives"][name] = fit_function(*columns, rows[Q_METRIC], estimator=LOG_ERROR, **kwargs)
     except (ValueError, FitNotConvergedError):
         pass  # the alternative is a cross-check: its failure does not hide the reference fit
 
@@ -138,9 +135,11 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     trials, n_failed = usable_trials(table)
     out: dict[str, dict] = {"fits": {}, "alternatives": {}, "skipped": {}}
     on_compute_grid = law_not_on_grid("Q(C)", grid) is None
-    frontier = frontier_mask(trials["flops"], trials["q"]) if "flops" in trials.columns and on_compute_grid else None
+    frontier = (
+        frontier_mask(trials["flops"], trials[Q_METRIC]) if "flops" in trials.columns and on_compute_grid else None
+    )
     laws = dict(SATURATING_LAWS)
-    if "converged" in trials.columns:
+    if CONVERGED_KEY in trials.columns:
         laws[CONVERGED_VIEW] = ("rankme", "RankMe R of converged checkpoints")
     else:
         out["skipped"][CONVERGED_VIEW] = (

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sweeps.record.keys import Q_INTERVAL_OVER_TEST_CLIPS
 from sweeps.report.study_info import StudyInfo
 
 MIN_SEEDS = 3  # with 2 seeds t(0.975, 1) = 12.7 makes the interval span ~18 sample std
 DETERMINISTIC_PROBES = ("linear", "knn")  # seeds repeat one score: zero spread by construction
 Q_RANGE = (0.0, 1.0)  # Q is a mean of accuracies / mAPs
-TEST_CLIPS = "test clips"  # `q_interval_over` of a bootstrap over test clips (sweeps.study.tracking)
+TEST_CLIPS = Q_INTERVAL_OVER_TEST_CLIPS  # `q_interval_over` of a bootstrap over test clips
+Z_95 = 1.959964  # two-sided 95% normal quantile
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from sweeps.laws.result import LawFit
 from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
@@ -120,7 +121,7 @@ def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
     )
     if q_inf >= 1.0 - 1e-9:
         saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
-    elif q_inf <= trials["q"].max() + 1e-9:
+    elif q_inf <= trials[Q_METRIC].max() + 1e-9:
         saturation = f"has saturated: Q_inf = {q_inf:.3f}{interval} is at or below the best observed Q"
     else:
         saturation = f"approaches Q_inf = {q_inf:.3f}{interval}"
@@ -202,7 +203,7 @@ def study_markdown(
     image loads from (default: the file name, relative to the report).
     """
     trials, n_failed = usable_trials(table)
-    best = trials.loc[trials["q"].idxmax()] if len(trials) else None
+    best = trials.loc[trials[Q_METRIC].idxmax()] if len(trials) else None
     sections = [f"# Scaling study `{study_name}`", ""]
     points = checkpoint_rows(trials)
     evaluated = f" ({len(points)} evaluated checkpoints: Q(R)'s points)" if len(points) > len(trials) else ""
@@ -215,12 +216,12 @@ def study_markdown(
             for c in ("trial", "arch", "n_params", "hours", "mask_ratio")
             if c in trials.columns
         )
-        sections.append(f"Best final-checkpoint quality Q = {best['q']:.4f} ({described}).")
+        sections.append(f"Best final-checkpoint quality Q = {best[Q_METRIC]:.4f} ({described}).")
         if len(points) > len(trials):  # an earlier checkpoint may score higher than any last one
-            top = points.loc[points["q"].idxmax()]
+            top = points.loc[points[Q_METRIC].idxmax()]
             sections.append(
                 f"Best of all evaluated checkpoints: {top['trial']} at step {int(top['step'])}, "
-                f"Q = {top['q']:.4f}, RankMe R {top['rankme']:.2f}."
+                f"Q = {top[Q_METRIC]:.4f}, RankMe R {top['rankme']:.2f}."
             )
     sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
     sections += ["", "## Fitted laws", ""]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import StudyFits, usable_trials
 from sweeps.report.intervals import q_intervals
@@ -31,6 +32,8 @@ def q_of_r_section(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None
     if "Q(R)" in study.skipped:
         lines += [f"Q(R) not fitted: {study.skipped['Q(R)']}.", ""]
     lines += [f"| trial | {rankme_axis_label(trials)} | Q | Q 95% interval |", "|---|---|---|---|"]
-    for name, rankme, q, interval in zip(point_names(trials), trials["rankme"], trials["q"], q_intervals(trials, info)):
+    for name, rankme, q, interval in zip(
+        point_names(trials), trials["rankme"], trials[Q_METRIC], q_intervals(trials, info)
+    ):
         lines.append(f"| {name} | {rankme:.2f} | {q:.4f} | {interval.cell()} |")
     return lines

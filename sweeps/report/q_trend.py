@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
 from sweeps.report.intervals import q_intervals
@@ -65,12 +66,12 @@ def check_q_trend(
     """Run the three checks on `trials` (one row per trial: `column`, q, optional q_ci_low/high);
     `no_interval` says why a row has no interval."""
     label = label or column
-    finite = np.isfinite(pd.to_numeric(trials[column], errors="coerce")) & np.isfinite(trials["q"])
+    finite = np.isfinite(pd.to_numeric(trials[column], errors="coerce")) & np.isfinite(trials[Q_METRIC])
     rows = trials[finite]
     if len(rows) < 2:
         reason = f"only {len(rows)} trial(s) have both {label} and Q"
         return TrendCheck(law=law, detectable=False, reasons=[reason], caveats=[])
-    x, q = rows[column].to_numpy(float), rows["q"].to_numpy(float)
+    x, q = rows[column].to_numpy(float), rows[Q_METRIC].to_numpy(float)
     low, high = _interval_columns(rows)
     reasons: list[str] = []
     caveats: list[str] = []

@@ -10,6 +10,14 @@ from __future__ import annotations
 import pandas as pd
 
 from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
+from sweeps.record.keys import (
+    RANKME_CAPPED_KEY,
+    RANKME_N_KEY,
+    RANKME_POOL_KEY,
+    TRAINING_RANKME_N_COLUMN,
+    TRAINING_RANKME_POOL_COLUMN,
+    TRIAL_PARAM,
+)
 
 
 def _distinct(table: pd.DataFrame, column: str) -> list:
@@ -21,10 +29,11 @@ def _distinct(table: pd.DataFrame, column: str) -> list:
 
 def rankme_pool_lines(trials: pd.DataFrame) -> list[str]:
     """Report lines: the pool and N every R used, or a warning naming what differs; capped trials."""
-    if "rankme_pool" not in trials.columns or not len(trials):
+    if RANKME_POOL_KEY not in trials.columns or not len(trials):
         return []
-    pools = sorted(set(_distinct(trials, "rankme_pool")) | set(_distinct(trials, "training_rankme_pool")), key=str)
-    sizes = sorted({int(n) for column in ("rankme_n", "training_rankme_n") for n in _distinct(trials, column)})
+    pool_columns, n_columns = (RANKME_POOL_KEY, TRAINING_RANKME_POOL_COLUMN), (RANKME_N_KEY, TRAINING_RANKME_N_COLUMN)
+    pools = sorted({pool for column in pool_columns for pool in _distinct(trials, column)}, key=str)
+    sizes = sorted({int(n) for column in n_columns for n in _distinct(trials, column)})
     lines = ["", "## RankMe pool", ""]
     if len(pools) == 1 and len(sizes) == 1:
         lines.append(f"Every RankMe (training and evaluation, all trials) used pool {pools[0]} with N = {sizes[0]}.")
@@ -33,7 +42,9 @@ def rankme_pool_lines(trials: pd.DataFrame) -> list[str]:
             f"WARNING: RankMe values were measured on {len(pools)} pool(s) {pools} with N in {sizes}; values "
             "from different pools or N do not compare, so Q(R) and early prediction mix incomparable R."
         )
-    capped = trials.loc[trials["rankme_capped"].astype(bool), "trial"].tolist() if "rankme_capped" in trials else []
+    capped = (
+        trials.loc[trials[RANKME_CAPPED_KEY].astype(bool), TRIAL_PARAM].tolist() if RANKME_CAPPED_KEY in trials else []
+    )
     if capped:
         lines.append(
             f"Capped (N < {MIN_SAMPLES_PER_FEATURE} x embedding width K, so R is limited by N): {', '.join(map(str, capped))}; "

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sweeps.record.keys import RANKME_N_KEY
+
 # Grid -> the laws whose axis it varies on purpose (sweeps.study.grids). Q(R) is fitted on every grid.
 LAW_GRIDS = {
     "Q(N)": ({"size"}, "model size"),
@@ -51,7 +53,7 @@ def _one_value(trials: pd.DataFrame, column: str):
 
 def rankme_axis_label(trials: pd.DataFrame) -> str:
     """'RankMe R (pool, N=4096)': the R of the fits, with the N that makes values compare."""
-    n = _one_value(trials, "rankme_n")
+    n = _one_value(trials, RANKME_N_KEY)
     return f"RankMe R (pool, N={int(n)})" if n is not None and n > 0 else "RankMe R (pool)"
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeps.record.keys import Q_METRIC, TASK_SCORE_PREFIX
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
-from sweeps.report.intervals import IntervalVerdict, q_intervals
+from sweeps.report.intervals import Z_95, IntervalVerdict, q_intervals
 from sweeps.report.naive_baseline import (
     NAIVE_BASELINE,
     NAIVE_BASELINE_SOURCE,
@@ -24,7 +25,6 @@ from sweeps.report.study_info import StudyInfo, rankme_axis_label
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one
 
 MLFLOW_UI_PORT = 5000
-Z_95 = 1.959964  # two-sided 95% normal quantile
 
 
 def _ci_text(fit, key: str) -> str:
@@ -66,25 +66,26 @@ def _initialisation_line(trials: pd.DataFrame, best_index: int, intervals: list[
     initial = np.flatnonzero((trials["trial"].to_numpy() == best["trial"]) & (steps == 0))
     if initial.size == 0:
         return None
-    q0 = float(trials["q"].iloc[initial[0]])
-    word = "above" if best["q"] > q0 else "not above"
-    noise = noise_note(best["q"] - q0, [intervals[best_index], intervals[initial[0]]])
+    q0 = float(trials[Q_METRIC].iloc[initial[0]])
+    word = "above" if best[Q_METRIC] > q0 else "not above"
+    noise = noise_note(best[Q_METRIC] - q0, [intervals[best_index], intervals[initial[0]]])
     return (
-        f"vs initialisation: Q {best['q']:.4f} is {word} its step-0 Q {q0:.4f} "
-        f"(95% {intervals[initial[0]].cell()}): {best['q'] - q0:+.4f}{noise}"
+        f"vs initialisation: Q {best[Q_METRIC]:.4f} is {word} its step-0 Q {q0:.4f} "
+        f"(95% {intervals[initial[0]].cell()}): {best[Q_METRIC] - q0:+.4f}{noise}"
     )
 
 
 def baseline_lines(best: pd.Series, trials: pd.DataFrame, probe: str = "") -> list[str]:
     """The best point's Q and per-task scores against the naive baseline's: its logistic-regression
     table, and the same features under the study's own probe where measured (Q compares within one probe)."""
-    tasks = [c.removeprefix("score/") for c in task_score_columns(trials) if c.removeprefix("score/") in NAIVE_BASELINE]
+    tasks = [c.removeprefix(TASK_SCORE_PREFIX) for c in task_score_columns(trials)]
+    tasks = [task for task in tasks if task in NAIVE_BASELINE]
     lines = []
     for table, source in [(NAIVE_BASELINE, NAIVE_BASELINE_SOURCE), *same_probe_baseline(probe)]:
         mean = naive_mean(tasks or None, table)
-        word = "above" if best["q"] > mean else "not above"
-        lines.append(f"vs naive baseline ({source}): Q {best['q']:.4f} is {word} its mean {mean:.3f} "
-                     f"({best['q'] - mean:+.4f})")  # fmt: skip
+        word = "above" if best[Q_METRIC] > mean else "not above"
+        lines.append(f"vs naive baseline ({source}): Q {best[Q_METRIC]:.4f} is {word} its mean {mean:.3f} "
+                     f"({best[Q_METRIC] - mean:+.4f})")  # fmt: skip
         if tasks:
             above = [t for t in tasks if float(best[f"score/{t}"]) > table[t]]
             lines.append(
@@ -103,11 +104,11 @@ def summary_lines(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None 
     lines = [check.verdict().replace("**", "")] if check is not None else []
     lines.append(fit_line(study))
     trials = checkpoint_rows(trials)  # the best point may be a checkpoint before a trial's last
-    i = int(np.nanargmax(trials["q"].to_numpy(float)))
+    i = int(np.nanargmax(trials[Q_METRIC].to_numpy(float)))
     intervals = q_intervals(trials, info)
     best, interval = trials.iloc[i], intervals[i]
     rankme = f", {rankme_axis_label(trials)} {best['rankme']:.2f}" if "rankme" in trials.columns else ""
-    lines.append(f"best: {point_names(trials)[i]}: Q {best['q']:.4f} (95% {interval.cell()}){rankme}")
+    lines.append(f"best: {point_names(trials)[i]}: Q {best[Q_METRIC]:.4f} (95% {interval.cell()}){rankme}")
     initial = _initialisation_line(trials, i, intervals)
     lines += ([initial] if initial else []) + baseline_lines(best, trials, info.probe)
     return lines

@@ -18,8 +18,8 @@ import pandas as pd
 from sweeps.laws.fits import fit_saturating
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
+from sweeps.record.keys import TASK_SCORE_PREFIX
 
-TASK_SCORE_PREFIX = "score/"
 SATURATING = "saturating"
 STILL_RISING = "still rising"
 # The reference fit reaches Q_inf = 1 as 1 - e^-30 (its log-error floor); anything this close is 1.

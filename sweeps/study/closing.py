@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import STUDY_EXPERIMENT
+from sweeps.record.study import read_study_settings
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
-from sweeps.study.tracking import STUDY_EXPERIMENT, study_info
+from sweeps.study.tracking import study_info
 
 
 def closing_lines(outcome: Any, *, tracking_uri: str, bin_dir: str | Path) -> list[str]:
     """`outcome`: the driver's StudyOutcome; `bin_dir`: where this Python's `mlflow` lives (the venv's bin)."""
-    info = study_info(tracking.attach_run(tracking_uri, outcome.parent_run_id), outcome.study_name)
+    info = study_info(read_study_settings(tracking_uri, outcome.parent_run_id, outcome.study_name))
     lines = [
         "",
         f"== study {outcome.study_name} (grid {info.grid or '?'}, probe {info.probe or '?'}) ==",

@@ -1,4 +1,4 @@
-"""What every trial of a study shares, and how its MLflow child run is named."""
+"""What every trial of a study shares (its MLflow child run's name: sweeps.record.keys.child_run_name)."""
 
 from __future__ import annotations
 
@@ -34,15 +34,3 @@ class StudyContext:
     eval_checkpoints: str = "final"
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
-
-
-# Between the trial and the study in a child run's name; trial and grid labels never contain it.
-# ASCII without spaces: the name is also the trial's Ray Train run (a storage folder); a "·" made
-# Ray Train's controller fail ("'ascii' codec can't encode character").
-RUN_NAME_SEPARATOR = "@"
-
-
-def child_run_name(study_name: str, trial_name: str) -> str:
-    """`mask0.70@mask_ratio-cpu_default`: the part that tells trials apart shows first in MLflow's
-    narrow run-name column. Unique per (study, trial) and stable: pretraining resumes a run by it."""
-    return f"{trial_name}{RUN_NAME_SEPARATOR}{study_name}"

@@ -1,7 +1,7 @@
 """The study driver: Ray Tune fans out one trial per grid point; MLflow records the study.
 
 One study = one parent MLflow run (experiment `audioscale-studies`, named after the study); one
-trial = one child run named `<study>/<trial>`. MLflow is the ledger of what is done: a resumed
+trial = one child run named `<trial>@<study>` (sweeps.record.keys.child_run_name). MLflow is the ledger of what is done: a resumed
 study skips trials whose child run is marked ok, and re-running a trial reuses its child run
 (found by name), so no child run is ever duplicated. A trial that raises is marked failed in its
 child run; Tune carries on with the rest and the laws are fitted on what finished.
@@ -9,7 +9,7 @@ With `rankme_early_stop`, a `RankMeEarlyStopScheduler` stops trials whose RankMe
 check step; the driver then marks their child runs "stopped_early" (done: no Q, not re-run).
 
 The trial runner is a "module:function" path taking (TrialSpec, StudyContext, child run) and
-returning a TrialResult; Ray workers import it by name. The real one is sweeps.study.trial's
+returning a TrialRecord (sweeps.record.trial); Ray workers import it by name. The real one is sweeps.study.trial's
 pretrain-then-evaluate; the driver first builds the shard sets its trials need.
 """
 
@@ -24,13 +24,18 @@ import pandas as pd
 import ray
 from ray import tune
 
-from pipeline import paths, tracking
+from pipeline import paths
 from pipeline.defaults import build_default_inputs
 from pipeline.ray_session import connect_ray
+from pipeline.tracking import runs as tracking
 from pipeline.tracking.lifecycle import killed_on_interrupt
+from sweeps.record import keys
+from sweeps.record.keys import STUDY_EXPERIMENT, child_run_name
+from sweeps.record.study import StudySettings, read_study, read_study_settings
+from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopped_early
 from sweeps.report.fits import StudyFits
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
-from sweeps.study.context import StudyContext, child_run_name
+from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import (
     EarlyStopSummary,
     RankMeEarlyStopScheduler,
@@ -39,18 +44,7 @@ from sweeps.study.early_stop import (
 from sweeps.study.grids import TrialSpec, expand_grids
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
-from sweeps.study.tracking import (
-    DONE_STATUSES,
-    STATUS_OK,
-    STATUS_STOPPED_EARLY,
-    STATUS_TAG,
-    STUDY_EXPERIMENT,
-    log_study_analysis,
-    log_trial_result,
-    mark_trial_failed,
-    mark_trial_stopped_early,
-    trial_table_from_runs,
-)
+from sweeps.study.tracking import log_study_analysis
 from sweeps.study.trial import prepare_study_shards
 
 __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
@@ -85,18 +79,14 @@ def study_trainable(config: dict[str, Any]) -> None:
         parent_run_id=context.parent_run_id,
     )
     try:
-        result = _load_runner(config["runner"])(spec, context, child)
-        log_trial_result(child, result)
+        result: TrialRecord = _load_runner(config["runner"])(spec, context, child)
+        # The first trial to report its RankMe pool records it on the study run (sweeps.record.rankme_pool).
+        result.write(child, study_run=tracking.attach_run(context.tracking_uri, context.parent_run_id))
         child.finish()
     except Exception as error:
         mark_trial_failed(child, f"{type(error).__name__}: {error}")
         raise
-    tune.report({"q": result.q, "rankme": result.rankme})
-
-
-def _finished_trials(tracking_uri: str, parent_run_id: str) -> set[str]:
-    runs = tracking.list_child_runs(tracking_uri, parent_run_id)
-    return {run["params"].get("trial") for run in runs if run["tags"].get(STATUS_TAG) in DONE_STATUSES}
+    tune.report({keys.Q_METRIC: result.q, keys.RANKME_METRIC: result.rankme})
 
 
 def run_study(config: StudyConfig) -> StudyOutcome:
@@ -104,7 +94,10 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     trials = expand_grids(config.grid, profile=config.profile)
     check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
-    finished = _finished_trials(context.tracking_uri, parent.run_id)
+    # MLflow is the ledger: a resumed study skips what an earlier attempt finished (read before the
+    # trials run; the closing read below sees what they wrote).
+    ledger = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)
+    finished = ledger.finished_trials()
     remaining = [t for t in trials if t.name not in finished]
     say = progress_writer(quiet=config.quiet)
     say(
@@ -113,11 +106,12 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     )
     with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
         failed = _run_trials(config, remaining, context, say) if remaining else []
-    table = trial_table_from_runs(tracking.list_child_runs(context.tracking_uri, parent.run_id))
+    study = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)  # read once for the analysis
+    table = study.trial_table
     early_stop = _summarize_early_stop(config, parent, table, trials)
     say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
     fits, markdown = log_study_analysis(
-        parent, context.study_name, table, n_bootstrap=config.n_bootstrap,
+        study, n_bootstrap=config.n_bootstrap,
         keep_fraction=config.early_stop_keep_fraction, check_fraction=config.early_stop_check_fraction,
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
@@ -147,8 +141,8 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
             f"study {study_name!r} already exists in {uri}; pass --resume to continue it "
             "or --study NEW_NAME to start another"
         )
-    earlier_probe = tracking.read_run(uri, existing)["params"].get("probe") if existing is not None else None
-    if earlier_probe not in (None, config.resolved_probe):  # Q compares only within one probe
+    earlier_probe = read_study_settings(uri, existing, study_name).probe if existing is not None else ""
+    if earlier_probe not in ("", config.resolved_probe):  # Q compares only within one probe
         raise ValueError(
             f"study {study_name!r} scores its trials with the {earlier_probe} probe; resume it with --probe {earlier_probe}"
         )
@@ -156,12 +150,11 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         tracking_uri=uri,
         experiment_name=STUDY_EXPERIMENT,
         run_name=study_name,
-        tags={"audioscale.grid": config.grid, "audioscale.profile": config.profile},
+        tags={keys.GRID_TAG: config.grid, keys.PROFILE_TAG: config.profile},
     )
     # The probe is part of the study, recorded on its run: Q compares only within one probe.
-    parent.log_params(
-        {"grid": config.grid, "profile": config.profile, "n_trials": n_trials, "probe": config.resolved_probe}
-    )
+    settings = StudySettings(name=study_name, grid=config.grid, profile=config.profile, probe=config.resolved_probe)
+    parent.log_params(settings.params(n_trials=n_trials))
     context = StudyContext(
         study_name=study_name,
         parent_run_id=parent.run_id,
@@ -224,7 +217,7 @@ def _summarize_early_stop(
     config: StudyConfig, parent: tracking.TrackedRun, table: pd.DataFrame, trials: list[TrialSpec]
 ) -> EarlyStopSummary | None:
     """What RankMe early stopping saved, when it ran now or stopped trials in an earlier attempt."""
-    stopped_before = table.get("status", pd.Series(dtype=object)).eq(STATUS_STOPPED_EARLY).any()
+    stopped_before = table.get(keys.STATUS_COLUMN, pd.Series(dtype=object)).eq(keys.STATUS_STOPPED_EARLY).any()
     if table.empty or not (config.rankme_early_stop or stopped_before):
         return None
     early_stop = summarize_study_table(
@@ -289,13 +282,14 @@ def _record_stopped_trials(scheduler: RankMeEarlyStopScheduler, trials: list[Tri
             tracking_uri=context.tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=run_name,
             parent_run_id=context.parent_run_id,
         )  # fmt: skip
-        if tracking.read_run(run.tracking_uri, run.run_id)["tags"].get(STATUS_TAG) == STATUS_OK:
+        if tracking.read_run(run.tracking_uri, run.run_id)["tags"].get(keys.STATUS_TAG) == keys.STATUS_OK:
             run.finish()  # the stop arrived after the trial had logged its result
             continue
         spec = specs[name]
-        identity = {"trial": name, "model_name": spec.model_name, "arch": spec.arch, "configuration": name}
+        identity = {keys.TRIAL_PARAM: name, keys.MODEL_NAME_PARAM: spec.model_name, keys.ARCH_PARAM: spec.arch,
+                    keys.CONFIGURATION_PARAM: name}  # fmt: skip
         if spec.mask_ratio is not None:
-            identity["mask_ratio"] = spec.mask_ratio
+            identity[keys.MASK_RATIO_PARAM] = spec.mask_ratio
         mark_trial_stopped_early(
             run,
             identity=identity,

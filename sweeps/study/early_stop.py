@@ -37,6 +37,7 @@ from sweeps.protocol.early_stop_rule import (
     should_stop,
     validate_rule,
 )
+from sweeps.record import keys
 
 __all__ = [
     "DEFAULT_CHECK_FRACTION",
@@ -109,10 +110,10 @@ class RankMeEarlyStopScheduler(FIFOScheduler):
     _supports_buffered_results = False
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
-        if "rankme" not in result or "step" not in result:
+        if keys.RANKME_METRIC not in result or "step" not in result:
             return TrialScheduler.CONTINUE
         name = self._trial_name(trial.config)
-        step, rankme = int(result["step"]), float(result["rankme"])
+        step, rankme = int(result["step"]), float(result[keys.RANKME_METRIC])
         planned = self._planned_steps(trial.config)
         rankme_steps = self._rankme_steps(planned)
         if step not in rankme_steps and step != planned:
@@ -217,23 +218,25 @@ def summarize_study_table(
     keep_fraction: float = DEFAULT_KEEP_FRACTION,
     check_fraction: float = DEFAULT_CHECK_FRACTION,
 ) -> EarlyStopSummary:
-    """`summarize_early_stop` from a study's trial table (sweeps.study.tracking), resumes included.
+    """`summarize_early_stop` from a study's trial table (sweeps.record.study), resumes included.
 
     A trial's check RankMe is its first logged RankMe at or after its decision step.
     """
-    rows = table[table["trial"].isin(planned_steps)]
+    trial, stopped_at = keys.TRIAL_PARAM, keys.STOPPED_AT_STEP_COLUMN
+    rows = table[table[trial].isin(planned_steps)]
     check_rankme: dict[str, float] = {}
-    for trial, history in zip(rows["trial"], rows["rankme_by_step"]):
-        point = rankme_at_decision(history, planned_steps[trial], check_fraction=check_fraction)
+    for name, history in zip(rows[trial], rows[keys.RANKME_BY_STEP_COLUMN]):
+        point = rankme_at_decision(history, planned_steps[name], check_fraction=check_fraction)
         if point is not None:
-            check_rankme[trial] = point[1]
-    stopped_column = rows.get("stopped_at_step", pd.Series(np.nan, index=rows.index)).astype(float)
+            check_rankme[name] = point[1]
+    stopped_column = rows.get(stopped_at, pd.Series(np.nan, index=rows.index)).astype(float)
     stopped_rows = rows[np.isfinite(stopped_column)]
+    finished = zip(rows[trial], rows[keys.Q_METRIC], rows[keys.STATUS_COLUMN])
     return summarize_early_stop(
         planned_steps=planned_steps,
-        stopped_at_step={t: int(s) for t, s in zip(stopped_rows["trial"], stopped_rows["stopped_at_step"])},
+        stopped_at_step={t: int(s) for t, s in zip(stopped_rows[trial], stopped_rows[stopped_at])},
         check_rankme=check_rankme,
-        final_q={t: float(q) for t, q, status in zip(rows["trial"], rows["q"], rows["status"]) if status == "ok"},
+        final_q={t: float(q) for t, q, status in finished if status == keys.STATUS_OK},
         keep_fraction=keep_fraction,
         check_fraction=check_fraction,
     )

@@ -10,11 +10,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import ON_FRONTIER_METRIC, Q_C_FRONTIER_TAG, RUN_ID_COLUMN, TRIAL_PARAM
 from sweeps.report.fits import StudyFits, parameters_disagree, usable_trials
 from sweeps.report.markdown import extrapolation_cell
-
-Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # on the study run: the trials Eq. 6 is fitted to
-ON_FRONTIER_METRIC = "on_q_c_frontier"  # on each trial's run: 1 on Q(C)'s frontier, else 0
 
 
 def metric_key(law_name: str) -> str:
@@ -58,9 +56,9 @@ def log_frontier(run: tracking.TrackedRun, table: pd.DataFrame, study: StudyFits
     if study.q_c_frontier is None:
         return {}
     trials, _ = usable_trials(table)
-    names = trials["trial"].astype(str) if "trial" in trials.columns else trials.index.astype(str)
-    if "run_id" in trials.columns:
-        for run_id, on in zip(trials["run_id"], study.q_c_frontier):
+    names = trials[TRIAL_PARAM].astype(str) if TRIAL_PARAM in trials.columns else trials.index.astype(str)
+    if RUN_ID_COLUMN in trials.columns:
+        for run_id, on in zip(trials[RUN_ID_COLUMN], study.q_c_frontier):
             if isinstance(run_id, str) and run_id:
                 tracking.attach_run(run.tracking_uri, run_id).log_metrics({ON_FRONTIER_METRIC: float(on)}, step=0)
     on_frontier = [name for name, on in zip(names, study.q_c_frontier) if on]

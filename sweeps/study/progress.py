@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from ray.tune import Callback
 
+from sweeps.record.keys import Q_METRIC, RANKME_METRIC
+
 
 def _clock(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
@@ -59,16 +61,18 @@ class StudyProgress(Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         name = trial.config["trial"]["name"]
         step = result.get("step")
-        if result.get("rankme") is not None and step is not None and step != self.last_step.get(name):
+        if result.get(RANKME_METRIC) is not None and step is not None and step != self.last_step.get(name):
             self.last_step[name] = step
-            self._say(f"{name}: RankMe R {result['rankme']:.2f} at step {step}")
+            self._say(f"{name}: RankMe R {result[RANKME_METRIC]:.2f} at step {step}")
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         name = trial.config["trial"]["name"]
         seconds = time.monotonic() - self.started.pop(name, time.monotonic())
         self.durations.append(seconds)
         result = trial.last_result or {}
-        scores = f"R {result['rankme']:.2f}, Q {result['q']:.3f}" if "q" in result and "rankme" in result else "done"
+        # What study_trainable reports to Tune once the trial is written: its Q and R.
+        r, q = result.get(RANKME_METRIC), result.get(Q_METRIC)
+        scores = f"R {r:.2f}, Q {q:.3f}" if q is not None and r is not None else "done"
         finished = len(self.durations) + self.n_failed
         self._say(f"trial {name} finished in {_clock(seconds)}: {scores} ({finished}/{self.n_trials}; {self.eta()})")
 

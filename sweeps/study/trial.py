@@ -29,15 +29,12 @@ from pipeline.shards.format import read_manifest
 from pipeline.tracking.runs import TrackedRun
 from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
 from sweeps.protocol.recipe import evaluation_steps_for, trial_overrides
-from sweeps.study.context import StudyContext, child_run_name
+from sweeps.record.checkpoint_point import CheckpointPoint
+from sweeps.record.keys import Q_INTERVAL_OVER_SEEDS, Q_INTERVAL_OVER_TEST_CLIPS, STUDY_EXPERIMENT, child_run_name
+from sweeps.record.rankme_pool import RankMePoolRecord
+from sweeps.record.trial import TrialRecord
+from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
-from sweeps.study.tracking import (
-    Q_INTERVAL_OVER_SEEDS,
-    Q_INTERVAL_OVER_TEST_CLIPS,
-    STUDY_EXPERIMENT,
-    CheckpointPoint,
-    TrialResult,
-)
 
 
 def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
@@ -88,7 +85,7 @@ def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_roo
     ]
 
 
-def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: TrackedRun) -> TrialResult:
+def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: TrackedRun) -> TrialRecord:
     """Pretrain into the trial's child run (same name: pretraining resumes it), then evaluate."""
     config = trial_pretrain_config(spec, context)
     model = config.describe_model()  # the trial's one build
@@ -103,7 +100,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
     evaluation = evaluations[-1]  # the last checkpoint: the trial's Q and R
     samples_seen = config.global_batch_size * pretrained.steps
     (q_ci_low, q_ci_high), q_interval_over = q_interval(evaluation.task_scores)
-    return TrialResult(
+    return TrialRecord(
         trial=spec.name,
         model_name=spec.model_name,
         arch=spec.arch,
@@ -135,6 +132,21 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
             )
             for point in evaluations
         },
+        pool=_measured_pool(config, shards_dir, model.spec.crop_frames, evaluation),
+    )
+
+
+def _measured_pool(
+    config: PretrainConfig, shards_dir: Path, model_crop_frames: int, evaluation
+) -> RankMePoolRecord | None:
+    """The pool pretraining selected (the training shards unless --rankme-shards; the model's crop
+    length) with the N the evaluation measured: what an external point must be measured on to compare."""
+    if not evaluation.rankme_pool:
+        return None  # no pool, no R
+    shards = config.rankme_shards_dir or str(shards_dir)
+    crop_frames = config.crop_frames or model_crop_frames
+    return RankMePoolRecord(
+        shards_dir=shards, crop_frames=crop_frames, n=evaluation.rankme_n, fingerprint=evaluation.rankme_pool
     )
 
 

@@ -14,7 +14,7 @@ from ray import tune
 
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.protocol.recipe import rankme_steps_for
-from sweeps.study.tracking import TrialResult
+from sweeps.record.trial import TrialRecord
 
 # Grid order mask0.50 ... mask0.90; high, low, high, low, high so that the online rule sees the range early.
 RANKME_LEVEL = {"mask0.50": 60.0, "mask0.60": 20.0, "mask0.70": 50.0, "mask0.80": 10.0, "mask0.90": 40.0}
@@ -26,7 +26,7 @@ def rankme_curve(level: float, step: int, train_steps: int) -> float:
     return level * (0.5 + 0.5 * step / train_steps)
 
 
-def run_curve_trial(spec, context, run) -> TrialResult:
+def run_curve_trial(spec, context, run) -> TrialRecord:
     storage = Path(context.storage_path)
     storage.mkdir(parents=True, exist_ok=True)
     with open(storage / "executions.txt", "a") as ledger:
@@ -40,7 +40,7 @@ def run_curve_trial(spec, context, run) -> TrialResult:
         time.sleep(SECONDS_PER_REPORT)
     final_rankme = history[spec.train_steps]
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, final_rankme))
-    return TrialResult(
+    return TrialRecord(
         trial=spec.name, model_name=spec.model_name, arch=spec.arch, n_params=1000, hours=3.0, flops=1e12,
         mask_ratio=float(spec.mask_ratio), rankme=final_rankme, rankme_by_step=history,
         q=q, task_scores={"synthetic": q}, rankme_history_logged=True,

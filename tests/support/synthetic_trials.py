@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from sweeps.laws.forms import SaturatingLaw
-from sweeps.study.tracking import TrialResult
+from sweeps.record.rankme_pool import RankMePoolRecord
+from sweeps.record.trial import TrialRecord
 
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
 
 
-def run_synthetic_trial(spec, context, run) -> TrialResult:
+def run_synthetic_trial(spec, context, run) -> TrialRecord:
     storage = Path(context.storage_path)
     storage.mkdir(parents=True, exist_ok=True)
     with open(storage / "executions.txt", "a") as ledger:
@@ -34,8 +35,13 @@ def run_synthetic_trial(spec, context, run) -> TrialResult:
     ratio = float(spec.mask_ratio)
     rankme = 40.0 + 400.0 * ratio**2
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme))
-    return TrialResult(
+    return TrialRecord(
         trial=spec.name, model_name=spec.model_name, arch=spec.arch, n_params=1000, hours=3.0, flops=1e12,
         mask_ratio=ratio, rankme=rankme, rankme_by_step={10: 0.6 * rankme, spec.train_steps: rankme}, q=q,
-        task_scores={"synthetic": q},
+        task_scores={"synthetic": q}, pool=synthetic_pool(context),
     )  # fmt: skip
+
+
+def synthetic_pool(context) -> RankMePoolRecord:
+    """The pool every synthetic trial reports, as a real trial reports pretraining's (the study records it)."""
+    return RankMePoolRecord(shards_dir=context.shards_root, crop_frames=1024, n=600, fingerprint="synthetic0000000")

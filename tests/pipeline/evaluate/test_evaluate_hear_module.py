@@ -20,7 +20,7 @@ import torchaudio
 import models
 import pipeline.evaluate.hear_api as own_hear_api
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.cli_errors import run_cli
+from pipeline.cli_errors import UserError, run_cli
 from pipeline.evaluate.__main__ import main
 from pipeline.evaluate.hear_module import load_hear_module
 from pipeline.evaluate.hear_module_run import evaluate_hear_module
@@ -30,22 +30,15 @@ from pipeline.rankme.pool import select_pool
 from pipeline.shards.format import make_clip_id
 from pipeline.tracking import runs as tracking
 from sweeps.external import main as external_main
+from sweeps.record.keys import EXTERNAL_TAG, HEAR_MODULE_TAG, MODEL_DIGEST_TAG, RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT
+from sweeps.record.rankme_pool import RankMePoolRecord
+from sweeps.record.study import read_study
+from sweeps.record.trial import TrialRecord
 from sweeps.report.external_points import EXTERNAL_LEGEND
 from sweeps.report.figures import study_figures
 from sweeps.report.fits import fit_study_laws
-from sweeps.study.external_points import (
-    EXTERNAL_TAG,
-    HEAR_MODULE_TAG,
-    MODEL_DIGEST_TAG,
-    external_points_table,
-)
-from sweeps.study.tracking import (
-    STUDY_EXPERIMENT,
-    TrialResult,
-    log_trial_result,
-    refit_study,
-    trial_table_from_runs,
-)
+from sweeps.study.external_log import study_rankme_pool
+from sweeps.study.tracking import refit_study
 from tests.support import toy_hear_module
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.waveform_pool_fixtures import (
@@ -123,21 +116,24 @@ def test_own_hear_module_r_is_rankme_of_its_embeddings_of_the_pool_audio(tmp_pat
     assert len(hear.model_file_digest) == 64
 
 
-def _write_study(tracking_uri: str, pool, shards) -> str:
-    """A linear-probe study whose five trials measured R on `pool` (as pretraining logs it)."""
-    parent = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name="toy")
+def _write_study(tracking_uri: str, pool, shards, *, name: str = "toy", record_pool: bool = True) -> str:
+    """A linear-probe study whose five trials measured R on `pool` (as pretraining logs it); each trial
+    reports its pool as a real study's do, so the first records it on the study run. `record_pool=False`:
+    a study logged before the pool was recorded."""
+    parent = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=name)
     parent.log_params({"grid": "mask_ratio", "probe": "linear"})
     for index, ratio in enumerate((0.5, 0.6, 0.7, 0.8, 0.9)):
         child = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT,
-                                             run_name=f"toy/mask{ratio}", parent_run_id=parent.run_id)  # fmt: skip
+                                             run_name=f"{name}/mask{ratio}", parent_run_id=parent.run_id)  # fmt: skip
         child.log_params({"shards_dir": str(shards), "rankme_shards_dir": None, "crop_frames": CROP_FRAMES,
                           "rankme_n": None, "rankme_pool": pool.fingerprint})  # fmt: skip
         rankme_value, q = 4.0 + 2.0 * index, 0.55 + 0.04 * index - 0.004 * index**2
-        log_trial_result(child, TrialResult(
+        TrialRecord(
             trial=f"mask{ratio}", model_name="mae-debug", arch="mae", n_params=1000, hours=1.0, flops=1e12,
             mask_ratio=ratio, rankme=rankme_value, rankme_by_step={10: rankme_value}, q=q, rankme_n=pool.n,
             rankme_pool=pool.fingerprint, q_ci_low=q - 0.01, q_ci_high=q + 0.01,
-        ))  # fmt: skip
+            pool=RankMePoolRecord.of(pool) if record_pool else None,
+        ).write(child, study_run=parent)  # fmt: skip
         child.finish()
     parent.finish()
     return parent.run_id
@@ -186,10 +182,10 @@ def test_cli_logs_a_third_party_module_as_an_external_child_of_the_study(logged_
 
 def test_the_fits_leave_the_external_point_out_and_the_figure_places_it(logged_study):
     uri, parent_id, *_ = logged_study
-    runs = tracking.list_child_runs(uri, parent_id)
-    table = trial_table_from_runs(runs)
+    study = read_study(uri, "toy")
+    table = study.trial_table
     assert len(table) == 5 and TOY not in set(table["model_name"])
-    external = external_points_table(runs)
+    external = study.external_table
     assert external[["name", "hear_module"]].values.tolist() == [[TOY, TOY]]
     study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
     assert study.fits["Q(R)"].n_points == 5
@@ -207,6 +203,24 @@ def test_refit_reports_the_external_point_outside_the_fits(logged_study):
     markdown = refit_study("toy", tracking_uri=uri, n_bootstrap=0)
     assert f"not used in any fit): {TOY} R " in markdown
     assert "over 5 points" in tracking.read_run(uri, parent_id)["tags"][tracking.RUN_DESCRIPTION_TAG]
+
+
+def test_the_study_records_its_pool_once_and_the_cli_measured_r_on_it(logged_study):
+    uri, parent_id, pool, *_ = logged_study
+    artifacts = tracking.list_artifacts(uri, parent_id)
+    assert artifacts.count(RANKME_POOL_ARTIFACT) == 1  # five trials reported it; the first wrote it
+    assert study_rankme_pool(uri, parent_id, "toy") == pool  # the CLI's pool: the trials' own
+    external = read_study(uri, "toy").external_points()
+    assert [point.rankme_pool for point in external] == [pool.fingerprint]
+
+
+def test_a_study_without_a_recorded_pool_names_it_and_the_flags_to_pass(logged_study, audio_shards):
+    uri, _, pool, *_ = logged_study
+    old_study = _write_study(uri, pool, audio_shards[0], name="before-pools", record_pool=False)
+    assert RANKME_POOL_ARTIFACT not in tracking.list_artifacts(uri, old_study)
+    with pytest.raises(UserError, match=r"--study before-pools: the study run records no RankMe pool") as error:
+        study_rankme_pool(uri, old_study, "before-pools")
+    assert "--rankme-shards DIR and --rankme-crop-frames N" in str(error.value)
 
 
 @pytest.mark.parametrize(("module", "missing"), [

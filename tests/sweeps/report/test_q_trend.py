@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import Q_TREND_TAG, STUDY_EXPERIMENT
+from sweeps.record.study import read_study
 from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
 from sweeps.report.q_trend import check_q_of_r
-from sweeps.study.tracking import Q_TREND_TAG, STUDY_EXPERIMENT, log_study_analysis
+from sweeps.study.tracking import log_study_analysis
 
 MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -69,7 +71,7 @@ def test_report_opens_the_q_of_r_section_with_the_verdict_and_shows_each_interva
 @pytest.mark.parametrize("table,expected", [(FLAT, 0.0), (TRENDING, 1.0)])
 def test_study_run_logs_q_trend_detectable(tracking_uri, table, expected):
     run = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name="masks")
-    study, _ = log_study_analysis(run, "masks", table, n_bootstrap=0)
+    study, _ = log_study_analysis(read_study(tracking_uri, "masks"), table, n_bootstrap=0)
     logged = tracking.read_run(tracking_uri, run.run_id)
     assert logged["metrics"]["q_trend_detectable"][-1][1] == expected
     assert ("No detectable trend" in logged["tags"][Q_TREND_TAG]) == (expected == 0.0)

@@ -8,22 +8,19 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.record.checkpoint_point import CheckpointPoint
+from sweeps.record.keys import STUDY_EXPERIMENT
+from sweeps.record.study import read_study
+from sweeps.record.trial import TrialRecord
 from sweeps.report.checkpoints import STEP_COLUMN, checkpoint_rows
 from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
-from sweeps.study.checkpoint_points import CheckpointPoint
-from sweeps.study.tracking import (
-    STUDY_EXPERIMENT,
-    TrialResult,
-    log_trial_result,
-    trial_table_from_runs,
-)
 
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
 STEPS = (0, 7, 14, 29, 43, 100)
 
 
-def _trial(name: str, rankmes: list[float]) -> TrialResult:
+def _trial(name: str, rankmes: list[float]) -> TrialRecord:
     law = SaturatingLaw()
     points = {
         step: CheckpointPoint(
@@ -35,24 +32,24 @@ def _trial(name: str, rankmes: list[float]) -> TrialResult:
         for step, r in zip(STEPS, rankmes)
     }
     last = points[STEPS[-1]]
-    return TrialResult(
+    return TrialRecord(
         trial=name, model_name="mae-debug", arch="mae", n_params=1000, hours=3.0, flops=1e12, mask_ratio=0.75,
         rankme=last.rankme, rankme_by_step=dict(zip(STEPS, rankmes)), q=last.q, task_scores=last.task_scores,
         q_ci_low=last.q - 0.01, q_ci_high=last.q + 0.01, q_interval_over="test clips", checkpoint_points=points,
     )  # fmt: skip
 
 
-def _logged_table(tracking_uri: str, trials: list[TrialResult]) -> pd.DataFrame:
+def _logged_table(tracking_uri: str, trials: list[TrialRecord]) -> pd.DataFrame:
     parent = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name="s")
     for trial in trials:
         child = tracking.start_or_resume_run(
             tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=f"s/{trial.trial}",
             parent_run_id=parent.run_id,
         )  # fmt: skip
-        log_trial_result(child, trial)
+        trial.write(child)
         child.finish()
     parent.finish()
-    return trial_table_from_runs(tracking.list_child_runs(tracking_uri, parent.run_id))
+    return read_study(tracking_uri, "s").trial_table
 
 
 def test_every_checkpoint_is_logged_at_its_step_and_read_back(tracking_uri):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
 from sweeps.study.driver import StudyConfig, run_study
-from sweeps.study.tracking import ERROR_TAG, STATUS_TAG, STOPPED_AT_STEP_TAG
 from tests.support.synthetic_curves import RANKME_LEVEL
 
 CURVE_RUNNER = "tests.support.synthetic_curves:run_curve_trial"

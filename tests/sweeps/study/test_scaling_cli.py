@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.scaling import main
-from sweeps.study.tracking import STUDY_EXPERIMENT
 
 
 def test_unknown_grid_exits_2_naming_the_choices(capsys, tracking_uri):

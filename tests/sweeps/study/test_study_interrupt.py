@@ -11,8 +11,8 @@ import time
 import pytest
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.study.driver import StudyConfig, run_study
-from sweeps.study.tracking import STUDY_EXPERIMENT
 from tests.conftest import REPO_ROOT
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"

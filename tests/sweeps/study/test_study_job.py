@@ -24,9 +24,8 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from pipeline.corpus.sources.pretrain_corpus import PretrainCorpusConfig, build_pretrain_corpus
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.tracking import runs as tracking
-from sweeps.study.context import child_run_name
+from sweeps.record.keys import STATUS_OK, STATUS_TAG, STUDY_EXPERIMENT, child_run_name
 from sweeps.study.grids import expand_grids
-from sweeps.study.tracking import STATUS_OK, STATUS_TAG, STUDY_EXPERIMENT
 from tests.conftest import REPO_ROOT
 from tests.support.mlflow_server import running_mlflow_server
 from tests.support.ray_head import ray_subprocess_env, running_ray_head

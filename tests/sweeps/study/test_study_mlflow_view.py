@@ -12,16 +12,12 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.record.keys import STUDY_EXPERIMENT, child_run_name
+from sweeps.record.study import read_study
+from sweeps.record.trial import TrialRecord
 from sweeps.study.closing import closing_lines
-from sweeps.study.context import child_run_name
 from sweeps.study.driver import StudyOutcome
-from sweeps.study.tracking import (
-    STUDY_EXPERIMENT,
-    TrialResult,
-    log_study_analysis,
-    log_trial_result,
-    trial_table_from_runs,
-)
+from sweeps.study.tracking import log_study_analysis
 from tests.support.synthetic_trials import TRUE_Q_OF_R
 
 STUDY = "mask_ratio-cpu_default"
@@ -42,12 +38,12 @@ def _write_study(uri: str) -> tracking.TrackedRun:
         # Pretraining already logged the training-time pool RankMe at steps 10 and 50.
         child.log_metrics({"rankme": 0.8 * rankme}, step=10)
         child.log_metrics({"rankme": 0.9 * rankme}, step=50)
-        log_trial_result(child, TrialResult(
+        TrialRecord(
             trial=name, model_name="mae-debug", arch="mae", n_params=144_672, hours=3.0, flops=1e12 * (1 - 0.3 * ratio),
             mask_ratio=ratio, rankme=rankme, rankme_by_step={10: 0.8 * rankme, 50: 0.9 * rankme, 100: rankme}, q=q,
             q_ci_low=q - 0.6, q_ci_high=q + 0.6, rankme_n=600, rankme_pool="pool1", rankme_history_logged=True,
             task_rankme=3.0 * rankme, probe_seeds=2, coordinates={"mask_ratio": ratio},
-        ))  # fmt: skip
+        ).write(child)  # fmt: skip
         child.finish()
     return parent
 
@@ -56,8 +52,9 @@ def _write_study(uri: str) -> tracking.TrackedRun:
 def study(tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow_view') / 'mlflow.db'}"
     parent = _write_study(uri)
-    table = trial_table_from_runs(tracking.list_child_runs(uri, parent.run_id))
-    fits, markdown = log_study_analysis(parent, STUDY, table, n_bootstrap=20)
+    record = read_study(uri, STUDY)
+    table = record.trial_table
+    fits, markdown = log_study_analysis(record, n_bootstrap=20)
     return uri, parent, table, fits, markdown
 
 

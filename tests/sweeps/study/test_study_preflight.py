@@ -10,9 +10,9 @@ import time
 import pytest
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.study.config import StudyConfig
 from sweeps.study.preflight import check_study_inputs
-from sweeps.study.tracking import STUDY_EXPERIMENT
 from tests.conftest import REPO_ROOT
 from tests.support.hear_task_fixtures import build_tiny_tasks
 

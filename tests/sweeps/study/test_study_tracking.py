@@ -11,17 +11,11 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.record.keys import ON_FRONTIER_METRIC, Q_C_FRONTIER_TAG, STUDY_EXPERIMENT
+from sweeps.record.study import read_study
+from sweeps.record.trial import TrialRecord, mark_trial_failed
 from sweeps.study.law_metrics import metric_key
-from sweeps.study.tracking import (
-    ON_FRONTIER_METRIC,
-    Q_C_FRONTIER_TAG,
-    STUDY_EXPERIMENT,
-    TrialResult,
-    log_trial_result,
-    mark_trial_failed,
-    refit_study,
-    trial_table_from_runs,
-)
+from sweeps.study.tracking import refit_study
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,11 +34,11 @@ def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
             run_name=f"{study_name}/mask{ratio:.2f}",
             parent_run_id=parent.run_id,
         )
-        log_trial_result(child, TrialResult(
+        TrialRecord(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
             mask_ratio=ratio, rankme=rankme, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
             q_ci_low=q - 0.01, q_ci_high=q + 0.01, rankme_n=600, rankme_pool="pool1", rankme_capped=ratio > 0.9,
-        ))  # fmt: skip
+        ).write(child)  # fmt: skip
         child.finish()
     crashed = tracking.start_or_resume_run(
         tracking_uri=tracking_uri,
@@ -65,7 +59,7 @@ def study_store(tmp_path_factory):
 
 def test_trial_table_round_trips_through_mlflow(study_store):
     tracking_uri, parent_run_id = study_store
-    table = trial_table_from_runs(tracking.list_child_runs(tracking_uri, parent_run_id))
+    table = read_study(tracking_uri, "masks", run_id=parent_run_id).trial_table
     assert len(table) == 7
     assert list(table["status"]).count("failed") == 1
     ok = table[table["status"] == "ok"].sort_values("mask_ratio")

@@ -14,9 +14,9 @@ import torch
 from pipeline.checkpoint import load_model_from_checkpoint
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.recipe import evaluation_steps_for
+from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
-from sweeps.study.tracking import STUDY_EXPERIMENT
 from sweeps.study.trial import run_pretrain_and_evaluate
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.pretrain_testdata import make_tiny_shards

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.tracking import runs as tracking
+from sweeps.record.keys import STATUS_TAG
+from sweeps.record.rankme_pool import read_rankme_pool
 from sweeps.study.driver import StudyConfig, run_study
-from sweeps.study.tracking import STATUS_TAG
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
 
@@ -47,6 +48,19 @@ def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local,
     assert all(child["tags"][STATUS_TAG] == "ok" for child in children)
     assert second.fits.fits["Q(R)"].params["alpha"] == pytest.approx(0.8, abs=0.01)
     assert "| Q(R) |" in second.report_markdown
+
+
+@pytest.mark.ray
+def test_a_study_lists_its_children_to_resume_and_to_close_and_records_its_pool_once(ray_local, tmp_path, monkeypatch):
+    listed, real = [], tracking.list_child_runs
+    monkeypatch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
+    outcome = _study(tmp_path, study_name="counted")
+    # Once before the trials (the ledger of what an earlier attempt finished), once for the whole analysis.
+    assert listed == [outcome.parent_run_id] * 2
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    pool = read_rankme_pool(uri, outcome.parent_run_id)
+    assert pool is not None and pool.fingerprint == "synthetic0000000"  # five trials reported it; one artifact
+    assert tracking.list_artifacts(uri, outcome.parent_run_id).count("rankme_pool.json") == 1
 
 
 def _intervals(storage) -> list[tuple[str, float, float, int]]:

@@ -1,0 +1,148 @@
+"""The study's record: each typed record written to a real MLflow store reads back equal, the pool is
+written once, and a study's children are listed once per read."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.tracking import runs as tracking
+from sweeps.record.checkpoint_point import CheckpointPoint, read_checkpoint_points
+from sweeps.record.external_point import ExternalPoint
+from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT, child_run_name
+from sweeps.record.rankme_pool import RankMePoolRecord, read_rankme_pool
+from sweeps.record.study import StudyNotFoundError, read_study
+from sweeps.record.trial import TrialRecord, mark_trial_failed
+from sweeps.study.tracking import log_study_analysis, refit_study
+
+STUDY = "record-study"
+POOL = RankMePoolRecord(shards_dir="/data/shards/mel128", crop_frames=1024, n=600, fingerprint="0123abcd")
+
+
+def _run(uri: str, name: str, parent: tracking.TrackedRun | None = None) -> tracking.TrackedRun:
+    return tracking.start_or_resume_run(tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name=name,
+                                        parent_run_id=parent.run_id if parent else None)  # fmt: skip
+
+
+def _trial(name: str, ratio: float, *, pool: RankMePoolRecord | None = POOL) -> TrialRecord:
+    """A trial with three evaluated checkpoints (at RankMe steps, as Table III's are), an interval at
+    each, two task scores, and a coordinate on a numeric and on a labelled grid."""
+    q = 0.5 + 0.1 * ratio
+    points = {
+        0: CheckpointPoint(rankme=5.0, q=0.3, task_scores={"tones": 0.3, "mixtures": 0.3}, q_ci=(0.25, 0.35)),
+        50: CheckpointPoint(rankme=20.0 * ratio, q=q - 0.05, task_scores={"tones": q - 0.05, "mixtures": q - 0.05}),
+        100: CheckpointPoint(rankme=30.0 * ratio, q=q, task_scores={"tones": q + 0.01, "mixtures": q - 0.01},
+                             q_ci=(q - 0.02, q + 0.02)),
+    }  # fmt: skip
+    return TrialRecord(
+        trial=name, model_name="mae-debug", arch="mae", n_params=144_672, hours=3.0, flops=1.5e12, mask_ratio=ratio,
+        rankme=30.0 * ratio, rankme_by_step={0: 5.0, 50: 20.0 * ratio, 100: 30.0 * ratio}, q=q,
+        task_scores={"tones": q + 0.01, "mixtures": q - 0.01}, q_ci_low=q - 0.02, q_ci_high=q + 0.02,
+        q_interval_over="probe seeds", configuration=name, rankme_n=600, rankme_pool=POOL.fingerprint,
+        rankme_capped=True, task_rankme=12.5, probe_seeds=3, coordinates={"mask_ratio": ratio, "size": "w32d2"},
+        checkpoint_points=points, scale="base", pool=pool,
+    )  # fmt: skip
+
+
+def _write_study(uri: str, ratios=(0.5, 0.6, 0.7, 0.8, 0.9)) -> tracking.TrackedRun:
+    parent = _run(uri, STUDY)
+    parent.log_params({"grid": "mask_ratio", "profile": "cpu_default", "probe": "linear"})
+    for ratio in ratios:
+        child = _run(uri, child_run_name(STUDY, f"mask{ratio}"), parent)
+        _trial(f"mask{ratio}", ratio).write(child, study_run=parent)
+        child.finish()
+    failed = _run(uri, child_run_name(STUDY, "broken"), parent)
+    mark_trial_failed(failed, "RuntimeError: boom")
+    return parent
+
+
+def test_a_trial_record_reads_back_equal(tracking_uri):
+    record = _trial("mask0.70", 0.7)
+    run = _run(tracking_uri, "one-trial")
+    record.write(run)
+    back = TrialRecord.from_run(tracking.read_run(tracking_uri, run.run_id))
+    assert back == record
+    assert back.coordinates == {"mask_ratio": 0.7, "size": "w32d2"}  # a number stays a number, a label text
+    assert all(map(math.isnan, back.checkpoint_points[50].q_ci))  # no interval at that checkpoint
+
+
+def test_checkpoint_points_read_back_equal_at_their_steps(tracking_uri):
+    points = {7: CheckpointPoint(rankme=11.0, q=0.4, task_scores={"tones": 0.45}, q_ci=(0.38, 0.42)),
+              14: CheckpointPoint(rankme=12.0, q=0.5)}  # fmt: skip
+    run = _run(tracking_uri, "points")
+    for step, point in points.items():
+        point.write(run, step)
+    back = read_checkpoint_points(tracking.read_run(tracking_uri, run.run_id)["metrics"])
+    assert back.keys() == points.keys() and back[7] == points[7]
+    assert (back[14].rankme, back[14].q, back[14].task_scores) == (12.0, 0.5, {}) and math.isnan(back[14].q_ci[0])
+
+
+def test_an_external_point_reads_back_equal_and_stays_out_of_the_trials(tracking_uri):
+    parent = _run(tracking_uri, STUDY)
+    point = ExternalPoint(label="toy", hear_module="tests.support.toy_hear_module", model_file_sha256="ab" * 32,
+                          rankme=17.5, q=0.61, rankme_n=600, rankme_pool=POOL.fingerprint, rankme_capped=True,
+                          task_scores={"tones": 0.7, "mixtures": 0.52})  # fmt: skip
+    run = _run(tracking_uri, point.run_name(STUDY), parent)
+    point.write(run, extra_params={"seeds": 1}, extra_metrics={"rankme_k": 64.0})
+    run.finish()
+    study = read_study(tracking_uri, STUDY)
+    assert study.external_points() == [point] and study.external_points()[0].run_id == run.run_id
+    assert study.trial_runs == [] and study.trial_table.empty
+    assert study.children[0]["run_name"] == "external-toy@record-study"
+
+
+def test_the_pool_is_written_once_and_reads_back_equal(tracking_uri):
+    study_run = _run(tracking_uri, STUDY)
+    assert read_rankme_pool(tracking_uri, study_run.run_id) is None  # a study from before the record
+    assert POOL.write_once(study_run)
+    other = RankMePoolRecord(shards_dir="/elsewhere", crop_frames=512, n=10, fingerprint="ffff")
+    assert not other.write_once(study_run)  # the first trial's pool stays the study's
+    assert read_rankme_pool(tracking_uri, study_run.run_id) == POOL
+    assert tracking.list_artifacts(tracking_uri, study_run.run_id).count(RANKME_POOL_ARTIFACT) == 1
+
+
+def test_a_study_reads_back_settings_trials_points_and_its_pool(tracking_uri):
+    parent = _write_study(tracking_uri, ratios=(0.5, 0.9))
+    study = read_study(tracking_uri, STUDY)
+    assert (study.settings.grid, study.settings.probe, study.settings.profile) == (
+        "mask_ratio",
+        "linear",
+        "cpu_default",
+    )
+    assert study.trials() == [_trial("mask0.5", 0.5), _trial("mask0.9", 0.9)]
+    assert set(study.checkpoint_points()["mask0.9"]) == {0, 50, 100}
+    assert sorted(study.trial_table["status"]) == ["failed", "ok", "ok"]
+    assert study.finished_trials() == {"mask0.5", "mask0.9"}
+    assert read_rankme_pool(tracking_uri, parent.run_id) == POOL  # two trials reported it, written once
+    with pytest.raises(StudyNotFoundError, match="no study run named 'nope'"):
+        read_study(tracking_uri, "nope")
+
+
+@pytest.fixture
+def counted_child_listing(monkeypatch):
+    """Every call to tracking.list_child_runs, counted (the real one runs: a real store is read)."""
+    calls = []
+    real = tracking.list_child_runs
+
+    def counting(tracking_uri, parent_run_id):
+        calls.append(parent_run_id)
+        return real(tracking_uri, parent_run_id)
+
+    monkeypatch.setattr(tracking, "list_child_runs", counting)
+    return calls
+
+
+def test_a_refit_lists_the_study_children_once(tracking_uri, counted_child_listing):
+    parent = _write_study(tracking_uri)
+    markdown = refit_study(STUDY, tracking_uri=tracking_uri, n_bootstrap=0)
+    assert "| Q(R) |" in markdown
+    assert counted_child_listing == [parent.run_id]
+
+
+def test_the_analysis_takes_the_record_and_lists_nothing_again(tracking_uri, counted_child_listing):
+    _write_study(tracking_uri)
+    study = read_study(tracking_uri, STUDY)
+    assert len(counted_child_listing) == 1
+    log_study_analysis(study, n_bootstrap=0)  # trial table, external points and settings: all from the record
+    assert len(counted_child_listing) == 1
