@@ -11,8 +11,8 @@ once per machine, as a study does).
     python benchmarks/sweep_cpu_default.py --home ~/audioscale --settings base,lr1e-3 [--probe knn]
 
 Needs the embedded defaults built (`bash scripts/main.sh` once, or `python -m pipeline.corpus` and
-`python -m pipeline.prep`). Prints one row per checkpoint and a summary per setting; the README's
-"Choosing the CPU default" section quotes its output.
+`python -m pipeline.prep`). Prints one row per checkpoint and a summary per setting;
+docs/cpu-default-research.md quotes its output.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class TrainingRows:
     """Every training row's normalised log-mel in memory; an epoch is one random crop per row
     (per-bin dataset mean/std and padding with the row's minimum as pipeline.shards.crops, but every
     short row is kept: the pipeline skips rows under half a crop and holds out 1% for validation,
-    which moves the loss by ~0.05 and leaves R and Q unchanged: README "Choosing the CPU default")."""
+    which moves the loss by ~0.05 and leaves R and Q unchanged: docs/cpu-default-research.md)."""
 
     def __init__(self, shards: Path, manifest: dict) -> None:
         mean, std = np.asarray(manifest["mean"], np.float32), np.maximum(np.asarray(manifest["std"], np.float32), 1e-5)

@@ -2,7 +2,7 @@
 
 - No import cycles among the modules of `pipeline`, `models` and `sweeps`.
 - Ray and MLflow appear only at the edges named below.
-- No module over 300 lines, no function over 60 lines (DESIGN.md's habits).
+- No module over 400 lines (one concept per file), no function over 60 lines (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The training crops come from `pipeline.shards.crop_stream`: each worker reads its own share of every
 epoch in a fixed order, fresh crops each epoch, with the position after every micro-batch known, so a
 checkpoint can store where the data stood and a resumed run sees exactly the crops an uninterrupted
-run would have (README, exact resume). A background thread reads and crops ahead while the worker
+run would have (docs/stages.md, fault tolerance). A background thread reads and crops ahead while the worker
 trains: numpy and the Parquet decoder release the GIL.
 """
 

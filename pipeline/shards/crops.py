@@ -109,7 +109,7 @@ class RawCrops:
 
 class CropBatch:
     """A pyarrow table of segment rows -> {"mel": float32 (kept rows, crop_frames, n_mels)}, kept rows in
-    table order. Vectorised: the per-row Python is one hash of the clip id (README, the reader budget)."""
+    table order. Vectorised: the per-row Python is one hash of the clip id (docs/performance.md, the reader budget)."""
 
     def __init__(
         self,

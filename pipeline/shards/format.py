@@ -9,8 +9,8 @@ extension type), so pyarrow, pandas, polars and DuckDB read it without Ray. The 
 column sit in one buffer, so `mel_matrices` and `flat_mels` are zero-copy.
 Why bytes and not a nested `list<fixed_size_list<float16>>` (format 1): Parquet stores a nested
 list with repetition and definition levels for every value, and decoding those was the training
-reader's main cost; the same rows as bytes decode 2.8x faster at 2% less storage (README, the reader
-budget per GPU). `mel_matrices` still reads format-1 shards.
+reader's main cost; the same rows as bytes decode 2.8x faster at 2% less storage (docs/performance.md,
+the reader budget per GPU). `mel_matrices` still reads format-1 shards.
 `mel_bin_sum` / `mel_bin_sq_sum` (float64, per mel bin, over the row's stored float16 values) let
 the prep stage compute the dataset's per-bin mean/std without reading the matrices twice.
 

@@ -37,7 +37,7 @@ RANKME_POOL_N = PAPER_RANKME_N  # Sec. III-C and App. A: RankMe of "30,000 rando
 TABLE_III_RANKME_STEPS = (50_000, 100_000, 200_000, 300_000)  # Table III: "step4RankMe"
 TABLE_III_HEAR_STEP = 700_000  # Table III: "step4HEAR", Q at the end of training
 
-# Our choices where the paper gives no number (README, fidelity table):
+# Our choices where the paper gives no number (docs/fidelity.md):
 # - warmup is capped at this share of a run's steps: 3 epochs of 277,000 h (1.17M steps) exceed the
 #   746,000-step run, and the compute grid's 2,000-step runs are shorter than one epoch of 10,666 h.
 WARMUP_CAP_FRACTION = 0.1  # as the pipeline's default warmup (10% of steps)
@@ -46,7 +46,7 @@ VALIDATION_PATIENCE = 5
 VALIDATION_TOLERANCE = 1e-3
 VALIDATION_CLIPS = 512  # held-out crops the validation MSE is measured on
 CPU_VALIDATION_EVERY_STEPS = 10  # CPU profile: an "epoch" of its tiny shards is a few steps
-# CPU profile: measured (benchmarks/sweep_cpu_default.py, README "Choosing the CPU default"), not the
+# CPU profile: measured (benchmarks/sweep_cpu_default.py, docs/cpu-default-research.md), not the
 # paper's: 5e-3 takes every mask ratio through the pooled representation's collapse within 300 steps
 # (R 26.5 -> 10.3, 2.6x; in-process Q(R) R² 0.85 over 40 points), 3e-3 spans 2.2x (R² 0.81), 1e-3 1.5x.
 CPU_PEAK_LR = 5e-3
@@ -54,7 +54,7 @@ CPU_PEAK_LR = 5e-3
 # part files in listing order, so the default corpus's sources (speech, drums, melodies, ...) sit
 # in runs of files, and the pipeline's 256-crop buffer spans ~3 files: batches of one or two
 # sources. Drawing from the whole epoch is what the in-process sweep does; it did not by itself
-# close the gap between the two (README, "The default study's result").
+# close the gap between the two (docs/results.md, the default study).
 CPU_SHUFFLE_BUFFER_CROPS = 4096
 
 
@@ -94,7 +94,7 @@ RECIPES = {
         eval_checkpoints="final",  # Table III: Q at the end of training (step4HEAR)
         probe_seeds=3,  # the MLP's seed noise measured at three repetitions, the pipeline's default
     ),
-    # The CPU default, chosen by benchmarks/sweep_cpu_default.py (README "Choosing the CPU default"):
+    # The CPU default, chosen by benchmarks/sweep_cpu_default.py (docs/cpu-default-research.md):
     # the pipeline's 1.5e-4 x 32 / 256 = 1.9e-5 moves no weight in minutes; CPU_PEAK_LR moves R and Q
     # within the first 300 steps. Weight decay and the cosine floor are the paper's (App. B).
     "cpu_default": Recipe(

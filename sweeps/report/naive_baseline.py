@@ -8,7 +8,7 @@ the values are kept here; rebuild them with that command when the default tasks 
 
 from __future__ import annotations
 
-# README "Labeled tasks" table, column "naive" (python -m pipeline.corpus baseline).
+# The README's task table (under "The stages"), column "naive" (python -m pipeline.corpus baseline).
 NAIVE_BASELINE = {
     "language_real": 0.737,
     "language_synthetic": 0.500,
@@ -22,7 +22,7 @@ NAIVE_BASELINE_SOURCE = "log-mel mean/std + logistic regression, `python -m pipe
 
 # The same features (log-mel mean/std over time, 128 bins) under the study's own deterministic
 # probes, which is the comparison within one probe that Q allows (pipeline.evaluate.probes.scene):
-# column "naive features" of `python benchmarks/q_noise_floor.py` (README "The noise floor of Q").
+# column "naive features" of `python benchmarks/q_noise_floor.py` (docs/results.md, the noise floor of Q).
 # The MLP probes have no such table: their study compares with the logistic-regression one only.
 NAIVE_BASELINE_BY_PROBE = {
     "knn": {

@@ -61,7 +61,7 @@ BASE_TRIALS = {
     # The study's base model (en768-12, Sec. IV-B); every model trains 746,000 steps (Sec. III-B, App. B).
     "paper": BaseTrial(model_name="mae-en768-12", arch="mae", train_steps=746_000),
     # Trains on CPU in seconds per hundred steps (see models' debug sizes); 300 steps at the CPU
-    # recipe's lr take R and Q through the change the default study measures (README).
+    # recipe's lr take R and Q through the change the default study measures (docs/results.md).
     "cpu_default": BaseTrial(model_name="mae-debug", arch="mae", train_steps=300),
 }
 

@@ -17,7 +17,7 @@ import pytest
 from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from tests.support.pretrain_testdata import make_tiny_shards
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~2 min: CI runs the fast subset (README)
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~2 min: -m 'not slow' runs the fast subset (docs/testing.md)
 
 STEPS, CHECKPOINT_EVERY, CRASH_AFTER = 8, 3, 5
 

@@ -12,7 +12,7 @@ from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.tracking import runs as tracking
 from tests.support.pretrain_testdata import make_tiny_shards
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~95 s: CI runs the fast subset (README)
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~95 s: -m 'not slow' runs the fast subset (docs/testing.md)
 
 
 @pytest.fixture(scope="module")
