@@ -186,6 +186,17 @@ def print_readout_table(sources: dict, seeds: list[str], checkpoints: list[str])
         print("| " + " | ".join(cells) + " |")
 
 
+def print_headroom_per_seed(sources: dict, seeds: list[str]) -> None:
+    """control - init of the same seed, per readout: the instrument's criterion asks it on every seed."""
+    print("\nHeadroom per seed (control - init of the same seed, paired test-clip 95% interval):")
+    for readout in sources[f"init:{seeds[0]}"]:
+        cells = [
+            f"seed {s} {interval(sources[f'control:{s}'][readout]['draws'] - sources[f'init:{s}'][readout]['draws'])}"
+            for s in seeds
+        ]
+        print(f"- layer {readout[0]}, {readout[1]}: " + "; ".join(cells))
+
+
 def print_task_table(sources: dict, naive: dict, readout: tuple, seeds: list[str]) -> None:
     names = list(naive["tasks"])
     print(f"\nPer task, readout layer {readout[0]}, {readout[1]} (mean over seeds):")
@@ -212,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoints = [name for name in sources if name.startswith("ckpt:")]
     print("\n## Q (kNN, mean over tasks) and R (task audio) per readout; seeds: mean (min-max)\n")
     print_readout_table(sources, seeds, checkpoints)
+    print_headroom_per_seed(sources, seeds)
     last = str(max(int(layer) for layer, _ in sources[f"init:{seeds[0]}"] if layer != "all"))
     study_readout = sources[f"init:{seeds[0]}"][(last, "mean")]
     print(f"\n{NAIVE}: Q {naive['q']:.4f}; init seed {seeds[0]} (the study's readout: last layer, mean) - naive: "
