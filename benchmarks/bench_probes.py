@@ -31,11 +31,7 @@ from bench_evaluate import ensure_tasks, fresh_checkpoint  # noqa: E402
 
 from pipeline import paths  # noqa: E402
 from pipeline.evaluate.probes.scene import SCENE_PROBES, scene_probe  # noqa: E402
-from pipeline.evaluate.run import (  # noqa: E402
-    DEFAULT_EVALUATE_RANKME_N,
-    EvaluationResult,
-    evaluate_checkpoint,
-)
+from pipeline.evaluate.run import EvaluationResult, evaluate_checkpoint  # noqa: E402
 from pipeline.evaluate.scores import quality_q_interval  # noqa: E402
 
 
@@ -56,7 +52,7 @@ def main() -> int:
     )
     parser.add_argument("--checkpoint", type=Path, default=None, help="None: a freshly initialised --model")
     parser.add_argument("--model", default="mae-debug")
-    parser.add_argument("--rankme-n", type=int, default=DEFAULT_EVALUATE_RANKME_N)
+    parser.add_argument("--rankme-n", type=int, default=None, help="None: the checkpoint's pool (30,000 or all)")
     parser.add_argument("--workers", type=int, default=2, help="tasks scored at once, one thread each (2 cores: 2)")
     args = parser.parse_args()
     probes = [name.strip() for name in args.probes.split(",") if name.strip()]

@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             "use python -m pipeline.evaluate"
         )
     check_device(config.device)
+    config.check_counts()
     probe_training = probe_training_from(config)
     label = output_label(config, args.label)
     uri = resolve_tracking_uri(config.tracking_uri)

@@ -63,12 +63,9 @@ def check_device(device: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     config, _ = parse_config(argv)
     check_device(config.device)
-    if config.seeds < 1 or config.task_rankme_n < 1 or (config.rankme_n is not None and config.rankme_n < 1):
-        raise SystemExit("--seeds, --rankme-n and --task-rankme-n must be positive")
+    config.check_counts()
     probe_training = probe_training_from(config)
     workers = config.workers if config.workers is not None else default_workers(config.device)
-    if workers < 1:
-        raise SystemExit("--workers must be positive")
     if config.hear_module:
         return run_hear_module(config, probe_training)
     if config.model_file or config.rankme_crop_frames is not None:

@@ -117,6 +117,13 @@ class EvaluateConfig:
         "--rankme-crop-frames", None, "--hear-module only: RankMe pool crop length in the shards' mel frames (10 ms)"
     )
 
+    def check_counts(self) -> None:
+        """Refuse non-positive counts before any model is loaded (both CLIs that use this config call it)."""
+        if self.seeds < 1 or self.task_rankme_n < 1 or (self.rankme_n is not None and self.rankme_n < 1):
+            raise SystemExit("--seeds, --rankme-n and --task-rankme-n must be positive")
+        if self.workers is not None and self.workers < 1:
+            raise SystemExit("--workers must be positive")
+
     @property
     def task_names(self) -> list[str] | None:
         """None for every task; else the named ones (refused when the list names none)."""

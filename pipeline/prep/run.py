@@ -79,6 +79,8 @@ class PrepConfig:
     max_range_s: float = filled_by_program(DEFAULT_MAX_RANGE_S)
 
     def __post_init__(self) -> None:
+        if self.input_path is None or self.output_dir is None:
+            raise ValueError("prep needs --input (audio directory or manifest) and --output (the shard directory)")
         # The lock, the manifest and a reused run name the folder the same way from any working directory.
         object.__setattr__(self, "output_dir", Path(self.output_dir).expanduser().absolute())
 

@@ -1,7 +1,7 @@
 """Outside models on a study's Q(R) figure: drawn apart from the trials and never fitted.
 
 An external point is a public or user model scored on the study's RankMe pool with the study's
-probe (`python -m pipeline.evaluate --hear-module PKG.MODULE --study NAME`), as the RankMe study
+probe (`python -m sweeps.external --hear-module PKG.MODULE --study NAME`), as the RankMe study
 (Deng et al., Sec. IV-G, Table IV: public checkpoints marked *) scores public models beside its own.
 It shows where that model sits against the study's law; it was not trained under the study's
 recipe, so it takes no part in any fit (sweeps.record.study leaves it out of the trial table).

@@ -118,6 +118,8 @@ class StudyConfig:
     evaluate: StudyEvaluation = section(StudyEvaluation)
 
     def __post_init__(self) -> None:
+        if not self.grid:
+            raise ValueError("a study needs a grid: --grid NAME (or grid in the --config file's [study] table)")
         # Checked before any trial runs: the report replays the rule even without the live scheduler.
         validate_rule(keep_fraction=self.early_stop_keep_fraction, check_fraction=self.early_stop_check_fraction)
         if self.max_concurrent is not None and self.max_concurrent < 1:

@@ -108,3 +108,10 @@ def test_pretrain_recipe_overrides_merge_with_flag_overrides(tmp_path):
     )
     assert config.placement_strategy == "SPREAD" and config.rankme_steps == (50, 10)
     assert config.model_overrides == {"depth": 2, "width": 8}
+
+
+def test_a_prep_config_built_in_code_without_its_folders_names_the_flags(tmp_path):
+    from pipeline.prep.run import PrepConfig
+
+    with pytest.raises(ValueError, match="prep needs --input .* and --output"):
+        PrepConfig(output_dir=tmp_path / "shards")

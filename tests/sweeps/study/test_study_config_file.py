@@ -60,3 +60,8 @@ def test_the_grid_is_required_from_the_flags_or_the_file(capsys):
     with pytest.raises(SystemExit):
         main([])
     assert "required: --grid" in capsys.readouterr().err
+
+
+def test_a_config_built_in_code_without_a_grid_names_the_flag():
+    with pytest.raises(ValueError, match="a study needs a grid: --grid NAME"):
+        StudyConfig()
