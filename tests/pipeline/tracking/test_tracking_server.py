@@ -44,7 +44,7 @@ def pretrained(server, ray_local, tmp_path_factory):
         model_name="audiomae++-debug", model_overrides={"crop_frames": 100}, shards_dir=str(shards_dir), steps=6,
         global_batch_size=4, num_workers=2, cpus_per_worker=0.5, base_lr=0.1, log_every_steps=2,
         checkpoint_every_steps=6, rankme_every_steps=0, run_name="to-server", experiment_name="server",
-        storage_path=str(workdir / "ray_results"), tracking_uri=uri, system_metrics_every_s=1.0,
+        storage_path=str(workdir / "ray_results"), tracking_uri=uri, system_metrics_every_s=0.25,
     )  # fmt: skip
     return run_pretraining(config), shards_dir
 
@@ -99,7 +99,8 @@ def test_each_node_logs_system_metrics_once(pretrained, server):
     uri, _ = server
     metrics = tracking.read_run(uri, result.run_id)["metrics"]
     system = sorted(key for key in metrics if key.startswith("system/"))
-    # One node, two workers: only its first worker samples it, under its node rank.
+    # One node, two workers: only its first worker samples it, under its node rank. Sampled every 0.25 s
+    # so a 6-step run on a loaded machine still spans two samples (at 1 s, one was seen under load).
     assert {key.split("/")[1] for key in system} == {"node-0"}, system
     cpu = metrics["system/node-0/cpu_utilization_percentage"]
     memory = metrics["system/node-0/system_memory_usage_megabytes"]
