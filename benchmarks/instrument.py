@@ -36,9 +36,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from q_noise_floor import interval, naive_splits  # noqa: E402
+from q_noise_floor import interval  # noqa: E402
 
 from models import build_model  # noqa: E402
+from pipeline.evaluate.baselines import naive_splits  # noqa: E402
 from pipeline.evaluate.embeddings import FrameEmbedder  # noqa: E402
 from pipeline.evaluate.input_cache import model_inputs  # noqa: E402
 from pipeline.evaluate.positive_control import ControlConfig, train_positive_control  # noqa: E402

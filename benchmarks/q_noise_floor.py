@@ -29,38 +29,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.corpus.sources.parallel import map_ordered  # noqa: E402
-from pipeline.corpus.tasks.baseline import clip_features  # noqa: E402
-from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays  # noqa: E402
+from pipeline.evaluate.baselines import naive_splits  # noqa: E402
+from pipeline.evaluate.probes.scene import probe_task, scene_probe  # noqa: E402
 from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
 from pipeline.evaluate.task_data import (  # noqa: E402
     TaskInfo,
-    encode_targets,
     list_task_dirs,
     probe_splits,
     read_split_labels,
     read_task_info,
-    split_audio_path,
 )
 from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
 from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
-from sweeps.report.naive_baseline import NAIVE_BASELINE  # noqa: E402
 
 NAIVE = "naive features"
-
-
-def naive_splits(task: TaskInfo) -> dict:
-    """The naive baseline's features of every split the probes need, clips in embed_task's order."""
-    needed = sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)})
-    splits = {}
-    for split in needed:
-        labels = read_split_labels(task, split)
-        names = sorted(labels)  # the order embed_task uses: the test clips line up for pairing
-        features = map_ordered(lambda name, s=split: clip_features(split_audio_path(task, s, name)), names)
-        splits[split] = split_arrays(
-            np.stack(features).astype(np.float32), encode_targets(task, [labels[n] for n in names])
-        )
-    return splits
 
 
 def scored(task: TaskInfo, splits: dict, probe: str) -> tuple[float, np.ndarray]:
@@ -106,23 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"\n## probe {probe} ({time.perf_counter() - tick:.0f} s; test-clip bootstrap, 1,000 paired resamples)")
         names = [*sources, NAIVE]
-        print("| task | test clips | " + " | ".join(names) + " | naive (LR, README) |")
-        print("|---|---|" + "---|" * (len(names) + 1))
+        print("| task | test clips | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
         for task in tasks:
             n_test = sum(len(read_split_labels(task, f.test)) for f in probe_splits(task)) // len(probe_splits(task))
             cells = [f"{results[task.name][s][0]:.3f} +- {np.std(results[task.name][s][1], ddof=1):.3f}" for s in names]
-            print(
-                f"| {task.name} | {n_test} | "
-                + " | ".join(cells)
-                + f" | {NAIVE_BASELINE.get(task.name, float('nan')):.3f} |"
-            )
+            print(f"| {task.name} | {n_test} | " + " | ".join(cells) + " |")
         q = {s: np.mean([results[t.name][s][0] for t in tasks]) for s in names}
         q_draws = {s: np.mean([results[t.name][s][1] for t in tasks], axis=0) for s in names}
-        print(
-            "| **Q** | | "
-            + " | ".join(f"**{q[s]:.4f}** +- {np.std(q_draws[s], ddof=1):.4f}" for s in names)
-            + f" | {np.mean([NAIVE_BASELINE.get(t.name, np.nan) for t in tasks]):.3f} |"
-        )
+        print("| **Q** | | " + " | ".join(f"**{q[s]:.4f}** +- {np.std(q_draws[s], ddof=1):.4f}" for s in names) + " |")
         for source in sources[1:]:
             print(f"Q({source}) - Q({sources[0]}): {interval(q_draws[source] - q_draws[sources[0]])}")
         for source in sources:

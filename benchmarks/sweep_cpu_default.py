@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from models import build_model  # noqa: E402
 from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation  # noqa: E402
 from pipeline.evaluate.probes.scene import probe_task, scene_probe  # noqa: E402
-from pipeline.evaluate.scores import quality_q  # noqa: E402
+from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
+from pipeline.evaluate.scores import paired_interval, quality_q, quality_q_replicates  # noqa: E402
 from pipeline.evaluate.task_data import (  # noqa: E402
     list_task_dirs,
     read_task_info,
@@ -46,7 +47,6 @@ from pipeline.rankme.pool import select_pool  # noqa: E402
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
 from sweeps.laws.fits import fit_saturating  # noqa: E402
-from sweeps.report.naive_baseline import NAIVE_BASELINE_SOURCE, naive_mean  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Setting:
     min_lr_ratio: float = 0.0
     weight_decay: float = 0.05
     mask_ratio: float = 0.75
+    model: str = "mae-debug"
 
 
 # A setting is named by its tokens, e.g. "lr1e-3_s2000_m0.9_w128_d4": lr peak lr, s steps, b batch,
@@ -66,6 +67,13 @@ class Setting:
 # min cosine floor, nt0 raw (not per-patch normalised) targets, k=v any other model override.
 TOKENS = {"lr": ("peak_lr", float), "s": ("steps", int), "b": ("batch", int), "m": ("mask_ratio", float),
           "wd": ("weight_decay", float), "wu": ("warmup_fraction", float), "min": ("min_lr_ratio", float)}  # fmt: skip
+
+
+# Model tokens: vc anti-collapse weight, tds / tde teacher decay start / end, ta teacher anneal steps, tk teacher top blocks, dd / dw decoder
+# depth / width (decoder heads = width / 16), ul utterance-loss weight.
+MODEL_TOKENS = {"vc": ("pooled_vc_weight", float), "ta": ("teacher_anneal_steps", int), "tk": ("teacher_top_blocks", int),
+                "tds": ("teacher_decay_start", float), "tde": ("teacher_decay_end", float),
+                "dd": ("decoder_depth", int), "dw": ("decoder_dim", int), "ul": ("utterance_loss_weight", float)}  # fmt: skip
 
 
 def parse_setting(name: str) -> Setting:
@@ -78,6 +86,11 @@ def parse_setting(name: str) -> Setting:
             overrides[key] = json.loads(value)
         elif token == "nt0":
             overrides["normalize_target_patches"] = False
+        elif token == "t":
+            fields["model"] = "t-mae-debug"  # the teacher-target objective (models/mae/teacher_targets.py)
+        elif match := re.fullmatch(r"(vc|tds|tde|ta|tk|dd|dw|ul)([0-9.e-]+)", token):
+            key, kind = MODEL_TOKENS[match[1]]
+            overrides[key] = kind(match[2])
         elif match := re.fullmatch(r"([wd])(\d+)", token):
             overrides["encoder_dim" if match[1] == "w" else "encoder_depth"] = int(match[2])
         elif match := re.fullmatch(r"(lr|s|b|m|wd|wu|min)([0-9.e-]+)", token):
@@ -87,6 +100,8 @@ def parse_setting(name: str) -> Setting:
             raise SystemExit(f"setting {name!r}: unknown token {token!r}")
     if "encoder_dim" in overrides:
         overrides["encoder_heads"] = max(1, overrides["encoder_dim"] // 16)
+    if "decoder_dim" in overrides:
+        overrides["decoder_heads"] = max(1, overrides["decoder_dim"] // 16)
     return Setting(overrides=overrides, **fields)
 
 
@@ -97,16 +112,18 @@ def measure(model, pool, tasks, normalisation: MelNormalisation, probe_name: str
     tick = time.perf_counter()
     rankme = measure_pool_rankme(model, pool, device="cpu")
     embedder = FrameEmbedder(model, normalisation=normalisation, batch_chunks=256)
-    scores = {}
+    scores, replicates = {}, []
     for task in tasks:
-        score, _ = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=scene_probe(probe_name))
+        score, results = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=scene_probe(probe_name))
         scores[task.name] = score.mean
+        replicates.append(fold_test_replicates(results))
     model.train()
     return {
         "R": rankme.value,
         "N": rankme.n,
         "Q": quality_q(scores),
         "tasks": scores,
+        "q_replicates": list(quality_q_replicates(replicates)),  # paired with every other checkpoint's
         "eval_s": time.perf_counter() - tick,
     }
 
@@ -149,7 +166,7 @@ def run_setting(
     marks: list[int] | None = None,
 ) -> list[dict]:
     torch.manual_seed(seed)
-    model = build_model("mae-debug", **setting.overrides, mask_ratio=setting.mask_ratio)
+    model = build_model(setting.model, **setting.overrides, mask_ratio=setting.mask_ratio)
     crop = model.spec.crop_frames
     optimizer = build_optimizer(
         model, base_lr=0.0, global_batch_size=setting.batch, weight_decay=setting.weight_decay, peak_lr=setting.peak_lr
@@ -162,6 +179,7 @@ def run_setting(
         if step in marks:
             row = {
                 "setting": name,
+                "seed": seed,
                 "step": step,
                 "loss": float(np.mean(losses[-10:])) if losses else math.nan,
                 **measure(model, pool, tasks, normalisation, probe),
@@ -189,8 +207,22 @@ def run_setting(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        model.after_optimizer_step()  # an EMA teacher follows the new weights (as pipeline.pretrain.loop does)
         losses.append(loss.item())
     return rows
+
+
+def gain_line(rows: list[dict]) -> str:
+    """One setting and seed: each checkpoint's Q - Q(step 0) with its paired 95% interval and the
+    gain in units of the paired standard error (the issue's "twice the paired noise floor" is 2)."""
+    start = rows[0]
+    cells = []
+    for row in rows[1:]:
+        differences = np.asarray(row["q_replicates"]) - np.asarray(start["q_replicates"])
+        low, high = paired_interval(row["q_replicates"], start["q_replicates"])
+        gain = row["Q"] - start["Q"]
+        cells.append(f"@{row['step']} {gain:+.4f} ({low:+.4f}..{high:+.4f}, {gain / differences.std(ddof=1):+.1f} SE)")
+    return f"{rows[0]['setting']} seed {rows[0]['seed']}: " + "; ".join(cells)
 
 
 def print_q_of_r_fit(rows: list[dict]) -> None:
@@ -209,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", type=Path, required=True, help="an $AUDIOSCALE_HOME with the defaults built")
     parser.add_argument("--settings", default="base", help="comma-separated setting names (see TOKENS)")
     parser.add_argument("--probe", default="knn", help="linear | knn (deterministic probes)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        default="0",
+        help="comma-separated training seeds (initial weights, masks, crop order); each setting runs once per seed",
+    )
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)"
     )
@@ -243,20 +279,25 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"pool N {sum(k for _, k in pool.rows)}, training rows read in {time.perf_counter() - tick:.0f} s", flush=True
     )
-    rows = []
+    rows, gains = [], []
     for name in args.settings.split(","):
-        rows += run_setting(
-            name,
-            parse_setting(name),
-            training_rows=training_rows,
-            pool=pool,
-            tasks=tasks,
-            normalisation=normalisation,
-            probe=args.probe,
-            seed=args.seed,
-            marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None,
-        )
-    print(f"naive baseline Q {naive_mean():.3f} ({NAIVE_BASELINE_SOURCE})")
+        for seed in (int(s) for s in args.seeds.split(",")):
+            setting_rows = run_setting(
+                name,
+                parse_setting(name),
+                training_rows=training_rows,
+                pool=pool,
+                tasks=tasks,
+                normalisation=normalisation,
+                probe=args.probe,
+                seed=seed,
+                marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None,
+            )
+            gains.append(gain_line(setting_rows))
+            print(gains[-1], flush=True)
+            rows += setting_rows
+    print("\nQ - Q(initialisation) per setting and seed (paired test-clip 95% interval, gain / paired SE):")
+    print("\n".join(gains))
     if args.fit:
         print_q_of_r_fit(rows)
     if args.json:

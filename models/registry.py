@@ -13,6 +13,7 @@ from torch import nn
 
 FAMILY_MODULES: tuple[str, ...] = (
     "models.mae.study_mae",
+    "models.mae.teacher_targets",
     "models.mae.audiomae_plus",
     "models.axlstm.model",
     "models.ssast.model",

@@ -95,6 +95,16 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     # output (1-based; un-normed, except the last block's, which is the final norm's output). Lower blocks of a masked autoencoder can be the better
     # probe features (He et al., MAE Sec. 4.3); the readout study measures that per checkpoint.
     embed_layer: int | None = None
+    # Anti-collapse term on the pooled visible tokens (VICReg's variance and covariance terms, Bardes
+    # et al. 2022, Sec. 3 Eq. 1-4 with their gamma = 1), added to the loss with this weight; 0 = off.
+    pooled_vc_weight: float = 0.0
+    # The teacher-target objective (models/mae/teacher_targets.py; data2vec 2.0 / EAT): its teacher's
+    # EMA decay, annealed linearly from start to end over `teacher_anneal_steps` optimizer steps.
+    teacher_decay_start: float = 0.9
+    teacher_decay_end: float = 0.99
+    teacher_anneal_steps: int = 300
+    teacher_top_blocks: int | None = None  # teacher blocks averaged into the target (None: every block)
+    utterance_loss_weight: float = 1.0  # EAT's utterance-level loss on the pooled vector
 
     def __post_init__(self) -> None:
         if self.frontend_preset not in FRONTEND_HOP_MS:
@@ -121,5 +131,19 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
                 f"{self.name}: embed_layer={self.embed_layer}: use None (last), 0 (patch embedding) or a "
                 f"block number in [1, {self.encoder_depth}]"
             )
+        self._check_objective_options()
         if self.decoder_rope and self.decoder == "cross":
             raise ValueError(f"{self.name}: decoder_rope applies to the MAE decoder only")
+
+    def _check_objective_options(self) -> None:
+        if self.pooled_vc_weight < 0 or self.utterance_loss_weight < 0:
+            raise ValueError(f"{self.name}: pooled_vc_weight and utterance_loss_weight must not be negative")
+        if not 0.0 <= self.teacher_decay_start <= self.teacher_decay_end < 1.0:
+            raise ValueError(
+                f"{self.name}: teacher decay must satisfy 0 <= start ({self.teacher_decay_start}) <= end "
+                f"({self.teacher_decay_end}) < 1"
+            )
+        if self.teacher_anneal_steps < 1:
+            raise ValueError(f"{self.name}: teacher_anneal_steps must be at least 1")
+        if self.teacher_top_blocks is not None and not 1 <= self.teacher_top_blocks <= self.encoder_depth:
+            raise ValueError(f"{self.name}: teacher_top_blocks must be in [1, encoder_depth={self.encoder_depth}]")

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from models.interface import MaskedOutput, PatchedMelModel, count_parameters, patch_grid_spec
+from models.layers.anti_collapse import variance_covariance_penalty
 from models.layers.masking import Masking, count_kept, random_masking
 from models.layers.positions import PositionEmbedding
 from models.mae.config import MaskedAutoencoderConfig
@@ -54,8 +55,18 @@ class MaskedAutoencoder(PatchedMelModel):
         patches = self.patchify(self.encoder.normalize_mel(mel))
         encoded, masking = self.forward_encoder(patches, self.spec.mask_ratio)
         decoded = self.forward_decoder(encoded, masking)
-        loss = self.forward_loss(targets, decoded)
+        loss = self.forward_loss(targets, decoded) + self.anti_collapse_loss(encoded)
         return MaskedOutput(loss=loss, pred=decoded.pred, mask=masking.mask, scored=decoded.scored)
+
+    def anti_collapse_loss(self, encoded: EncoderOutput) -> torch.Tensor | float:
+        """`pooled_vc_weight` x the variance-covariance penalty of the time-averaged visible tokens:
+        the vector the probes read, kept from collapsing onto few directions. 0 when off."""
+        if self.config.pooled_vc_weight == 0.0:
+            return 0.0
+        return self.config.pooled_vc_weight * variance_covariance_penalty(encoded.patch_tokens.mean(dim=1))
+
+    def after_optimizer_step(self) -> None:
+        """Called by the training loop after every optimizer step; nothing to do for a plain MAE."""
 
     def embed(self, mel: torch.Tensor) -> torch.Tensor:
         """mel (batch, time, n_mels) -> frame features (batch, time / patch_frames, embed_dim).

@@ -30,7 +30,13 @@ from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SceneProbe
-from pipeline.evaluate.scores import TaskScore, quality_q, quality_q_interval, quality_q_test_interval
+from pipeline.evaluate.scores import (
+    TaskScore,
+    quality_q,
+    quality_q_interval,
+    quality_q_replicates,
+    quality_q_test_interval,
+)
 from pipeline.evaluate.task_data import TaskInfo, list_task_dirs, read_task_info
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
@@ -69,6 +75,9 @@ class EvaluationResult:
     seconds: dict[str, float] = field(default_factory=dict)  # "embed", "probe" per task, "total"
     run_id: str | None = None
     hear_module: str = ""  # set when an outside HEAR module was scored (checkpoint_dir: its model file)
+    # Q on each test-clip bootstrap resample (deterministic probes), the same resamples for every model
+    # scored on these tasks: two results' replicates pair (pipeline.evaluate.scores.paired_interval).
+    q_replicates: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -127,6 +136,7 @@ def evaluate_checkpoint(
         q_probe="+".join(sorted({score.probe for score in task_scores.values()})),
         lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
+        q_replicates=quality_q_replicates([finished[task.name].test_replicates for task in tasks]),
     )
 
 

@@ -122,6 +122,26 @@ def quality_q_test_interval(task_scores: Mapping[str, Mapping], confidence: floa
     return q - half_width, q + half_width
 
 
+def quality_q_replicates(task_replicates: Sequence[np.ndarray | None]) -> tuple[float, ...]:
+    """Q on each test-clip bootstrap resample: the tasks' replicate b averaged, as Q averages their
+    scores. () unless every task has replicates and all have the same count (a seeded probe has none;
+    a multilabel task draws fewer resamples: pipeline.evaluate.probes.bootstrap)."""
+    if not task_replicates or any(r is None for r in task_replicates) or len({len(r) for r in task_replicates}) != 1:
+        return ()
+    return tuple(float(v) for v in np.mean(np.asarray(task_replicates, dtype=np.float64), axis=0))
+
+
+def paired_interval(
+    a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Percentile interval of Q(a) - Q(b) over paired test-clip replicates (replicate i of both resamples
+    the same clips, so the luck of the test split cancels); None when the two cannot be paired."""
+    if len(a) < 2 or len(a) != len(b):
+        return None
+    low, high = percentile_interval(np.asarray(a, np.float64) - np.asarray(b, np.float64), confidence)
+    return float(low), float(high)
+
+
 def normalised_scores(scores_by_model: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """s(m) in [0, 100] for each model, over the tasks every model has a score for."""
     if not scores_by_model:

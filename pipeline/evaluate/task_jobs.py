@@ -27,8 +27,9 @@ from pipeline.checkpoint import load_model_from_checkpoint
 from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
 from pipeline.evaluate.probes.lid import LidProbeConfig, probe_task_lid
 from pipeline.evaluate.probes.scene import SceneProbe, probe_task
+from pipeline.evaluate.probes.seeds import fold_test_replicates
 from pipeline.evaluate.scores import TaskScore
-from pipeline.evaluate.task_data import TaskInfo, read_split_labels
+from pipeline.evaluate.task_data import TaskInfo, probe_splits, read_split_labels
 from pipeline.evaluate.task_embeddings import embed_task
 
 
@@ -39,6 +40,9 @@ class TaskEvaluation:
     features: np.ndarray  # every clip's scene embedding (n_clips, dim), all splits: RankMe's input
     embed_seconds: float
     probe_seconds: float
+    # The score on each test-clip bootstrap resample (deterministic probes; the same resamples for
+    # every model scored on this task: pipeline.evaluate.probes.bootstrap); None otherwise.
+    test_replicates: np.ndarray | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,16 +73,19 @@ def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> Task
     embeddings = embed_task(task, embedder, keep_frames=uses_lid_head)
     embed_seconds = time.perf_counter() - tick
     tick = time.perf_counter()
+    replicates = None
     if uses_lid_head:
         score, _ = probe_task_lid(task, embeddings.frames, seeds=job.seeds, config=job.lid_probe)
     else:
-        score, _ = probe_task(task, embeddings.splits, seeds=job.seeds, training=job.probe_training)
+        score, results = probe_task(task, embeddings.splits, seeds=job.seeds, training=job.probe_training)
+        replicates = fold_test_replicates(results[: len(probe_splits(task))])  # the first seed's folds
     return TaskEvaluation(
         task=task.name,
         score=score,
         features=embeddings.all_features(),
         embed_seconds=embed_seconds,
         probe_seconds=time.perf_counter() - tick,
+        test_replicates=replicates,
     )
 
 

@@ -126,6 +126,14 @@ def run_steps(
         micro_batches.close()
 
 
+def after_optimizer_step(model) -> None:
+    """A model that keeps state beside its weights (an EMA teacher: models/mae/teacher_targets.py)
+    updates it here, on every rank alike, once the weights it follows have changed."""
+    hook = getattr(model, "after_optimizer_step", None)
+    if hook is not None:
+        hook()
+
+
 def _run_steps(config, training, place, tracker, schedules, micro_batches: MicroBatches) -> bool:
     rankme, validation = schedules
     window = ThroughputWindow()
@@ -148,6 +156,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
             return False
         training.optimizer.step()
         training.scheduler.step()
+        after_optimizer_step(training.model)
         window.end_step(mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)

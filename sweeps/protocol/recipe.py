@@ -76,6 +76,10 @@ class Recipe:
     probe: str  # the scene probe (pipeline.evaluate.probes.scene.SCENE_PROBES)
     eval_checkpoints: str  # EVAL_CHECKPOINTS: which checkpoints of a trial are scored besides the last
     probe_seeds: int  # repetitions of a probe with random state (a deterministic probe needs one: `eval_seeds_for`)
+    # The reference points a study measures on its own tasks with its own probe before its trials
+    # (pipeline.evaluate.baselines), and the positive control's supervised steps.
+    baselines: tuple[str, ...]
+    control_steps: int
 
 
 RECIPES = {
@@ -93,6 +97,10 @@ RECIPES = {
         probe="hear",  # HEAR 2021's MLP grid: what the papers report
         eval_checkpoints="final",  # Table III: Q at the end of training (step4HEAR)
         probe_seeds=3,  # the MLP's seed noise measured at three repetitions, the pipeline's default
+        # The naive features only: a ViT-B initialisation and its supervised control, embedded and trained
+        # on the HEAR tasks by the study's driver process, belong on a GPU (`--baselines` adds them).
+        baselines=("naive",),
+        control_steps=4000,
     ),
     # The CPU default, chosen by benchmarks/sweep_cpu_default.py (docs/cpu-default-research.md):
     # the pipeline's 1.5e-4 x 32 / 256 = 1.9e-5 moves no weight in minutes; CPU_PEAK_LR moves R and Q
@@ -113,6 +121,11 @@ RECIPES = {
         probe="knn",
         eval_checkpoints="all",  # its Q(R) points are checkpoints (Fig. 1a under compute constraints)
         probe_seeds=2,  # an MLP probe asked for on CPU: two seeds keep the study within minutes
+        baselines=("naive", "initialisation", "control"),
+        # ~570 steps per default task: the control's loss has fallen (2.3 -> 0.6) and it beats the
+        # initialisation beyond the paired noise on every seed; 700 steps did not
+        # (benchmarks/instrument.py, docs/cpu-default-research.md).
+        control_steps=4000,
     ),
 }
 

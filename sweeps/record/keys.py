@@ -103,6 +103,13 @@ HEAR_MODULE_TAG = "audioscale.hear_module"
 MODEL_DIGEST_TAG = "audioscale.model_file_sha256"
 LABEL_PARAM = "label"  # the point's name on the figure
 
+# A baseline's child run (sweeps.record.baseline): `baseline-<name>@<study>`, tagged with its name.
+BASELINE_TAG = "audioscale.baseline"
+BASELINE_RUN_PREFIX = "baseline-"
+# Q on each paired test-clip resample, per evaluated step (sweeps.record.replicates): a JSON artifact
+# of a trial's and a baseline's child run.
+Q_REPLICATES_ARTIFACT = "q_replicates.json"
+
 # Trial-table columns that are not MLflow keys of their own.
 POINTS_COLUMN = "checkpoint_points"  # {step: {"rankme", "q", "score/<task>", ["q_ci_low", "q_ci_high"]}}
 RANKME_BY_STEP_COLUMN = "rankme_by_step"

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pipeline.tracking import runs as tracking
 from sweeps.record import keys
+from sweeps.record.baseline import BaselineRecord, is_baseline
 from sweeps.record.checkpoint_point import CheckpointPoint
 from sweeps.record.external_point import ExternalPoint, external_points_table, is_external
 from sweeps.record.trial import TrialRecord, trial_row
@@ -58,8 +59,17 @@ class StudyRecord:
 
     @property
     def trial_runs(self) -> list[RunDict]:
-        """The study's own trials, whatever their status: every child but the external points."""
-        return [run for run in self.children if not is_external(run)]
+        """The study's own trials, whatever their status: every child but the external points and baselines."""
+        return [run for run in self.children if not is_external(run) and not is_baseline(run)]
+
+    def baselines(self) -> list[BaselineRecord]:
+        """The baselines measured for this study (sweeps.record.baseline), latest run per name."""
+        latest = {}
+        for run in self.children:  # oldest first: a later run of the same baseline replaces an earlier one
+            if is_baseline(run):
+                record = BaselineRecord.from_run(run)
+                latest[record.name] = record
+        return list(latest.values())
 
     @cached_property
     def trial_table(self) -> pd.DataFrame:

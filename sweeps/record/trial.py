@@ -25,6 +25,7 @@ from sweeps.record.checkpoint_point import (
     write_checkpoint_points,
 )
 from sweeps.record.rankme_pool import RankMePoolRecord
+from sweeps.record.replicates import write_q_replicates
 
 RunDict = dict[str, Any]  # tracking.read_run's dictionary of one run
 
@@ -62,6 +63,9 @@ class TrialRecord:
     scale: str | None = None  # Table V's column ("base" / "large") of an architecture grid point
     # The pool R was measured on, for the study run (sweeps.record.rankme_pool), not the child run.
     pool: RankMePoolRecord | None = field(default=None, compare=False)
+    # Q per paired test-clip resample at each evaluated step (sweeps.record.replicates): written as an
+    # artifact, read back on demand by the report (read_q_replicates), not by `from_run`.
+    q_replicates: dict[int, tuple[float, ...]] = field(default_factory=dict, compare=False)
 
     def write(self, run: tracking.TrackedRun, *, study_run: tracking.TrackedRun | None = None) -> None:
         """Write the finished trial into its child run (its last checkpoint is the trial's own result)
@@ -80,6 +84,7 @@ class TrialRecord:
                                 q_ci=(self.q_ci_low, self.q_ci_high))  # fmt: skip
         diagnostic = {keys.TASK_RANKME_METRIC: self.task_rankme} if np.isfinite(self.task_rankme) else {}
         run.log_metrics({**final.metrics(), keys.EVAL_RANKME_N_METRIC: self.rankme_n, **diagnostic}, step=final_step)
+        write_q_replicates(run, self.q_replicates)
         run.set_tags({keys.STATUS_TAG: keys.STATUS_OK, keys.EVAL_RANKME_POOL_TAG: self.rankme_pool,
                       keys.EVAL_RANKME_CAPPED_TAG: self.rankme_capped})  # fmt: skip
 

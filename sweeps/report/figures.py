@@ -45,6 +45,14 @@ FIGURE_SIZE_IN = (5.0, 3.8)
 EXTERNAL_LEGEND_WIDTH_IN = 2.4  # the legend moves beside the axes when outside models are drawn
 
 
+# The study's baselines as horizontal lines on Q(R): naive features, initialisation, positive control.
+BASELINE_STYLES = (
+    {"color": "tab:gray", "linestyle": "--"},
+    {"color": "tab:orange", "linestyle": "-."},
+    {"color": "tab:green", "linestyle": "--"},
+)
+
+
 def _curve_axis(values: pd.Series) -> np.ndarray:
     """The fit and its band over the data's range only: beyond it the band is an extrapolation."""
     low, high = float(values.min()), float(values.max())
@@ -62,9 +70,11 @@ def plot_quality_vs(
     rows: pd.Series | None = None,
     info: StudyInfo | None = None,
     external: pd.DataFrame | None = None,
+    baselines: dict[str, float] | None = None,
 ) -> Figure:
     """Q against one scale variable (log axis), with the fitted law and its bootstrap band over the
     data's range, each trial named, checkpoints of a trial joined, informative Q error bars.
+    `baselines` ({label: Q}, measured on the study's tasks and probe) are drawn as horizontal lines.
 
     `frontier` (per usable trial) rings the points the fit was made on (Q(C)'s efficiency frontier);
     `rows` (per usable trial) restricts the points drawn (Fig. 1b: converged checkpoints only);
@@ -94,6 +104,8 @@ def plot_quality_vs(
         span = float(np.ptp(trials[Q_METRIC])) or 0.05
         if fit.params["q_inf"] <= trials[Q_METRIC].max() + span:  # far above the data it only squashes the points
             ax.axhline(fit.params["q_inf"], color="tab:blue", linestyle=":", linewidth=1, label="Q_inf")
+    for (name, q), style in zip((baselines or {}).items(), BASELINE_STYLES, strict=False):
+        ax.axhline(q, linewidth=1, label=f"{name} (Q {q:.3f})", **style)
     placed = plot_external_points(ax, external)
     ax.set_xscale("log")
     readable_log_ticks(ax, pd.concat([trials[column], placed["rankme"]]) if len(placed) else trials[column])
@@ -105,7 +117,11 @@ def plot_quality_vs(
 
 
 def plot_rankme_views(
-    table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, external: pd.DataFrame | None = None
+    table: pd.DataFrame,
+    study: StudyFits,
+    info: StudyInfo | None = None,
+    external: pd.DataFrame | None = None,
+    baselines: dict[str, float] | None = None,
 ) -> Figure:
     """Paper Fig. 1: (a) Q(R) over all checkpoints; (b) over converged ones, when the table says which.
     Titled with the study, grid, probe and number of points (trials only); `external` models are
@@ -116,16 +132,18 @@ def plot_rankme_views(
     label = rankme_axis_label(trials)
     title = info.title("Q(R)", len(points))
     if CONVERGED_VIEW not in study.fits:
-        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info, external=external)
+        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info, external=external,
+                                 baselines=baselines)  # fmt: skip
         figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
     extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0
     figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0 + extra_in, 4.2))
-    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external)
+    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external,
+                    baselines=baselines)  # fmt: skip
     plot_quality_vs(
         table, "rankme", study.fits[CONVERGED_VIEW], label=label, ax=converged_ax, rows=converged_rows(trials),
-        info=info, external=external,
+        info=info, external=external, baselines=baselines,
     )  # fmt: skip
     all_ax.set_title("(a) all checkpoints")
     converged_ax.set_title("(b) converged checkpoints")
@@ -203,14 +221,19 @@ def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) ->
 
 
 def study_figures(
-    table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, *, external: pd.DataFrame | None = None
+    table: pd.DataFrame,
+    study: StudyFits,
+    info: StudyInfo | None = None,
+    *,
+    external: pd.DataFrame | None = None,
+    baselines: dict[str, float] | None = None,
 ) -> dict[str, Figure]:
     """Every figure the table supports, keyed by a file name; Q against scale only where a scale law
     was fitted (a mask-ratio study's N, D and C move only as side effects). `external` points
     (sweeps.report.external_points) go on the Q(R) figure only: they have no N, D or C of the study."""
     figures = {}
     if "rankme" in table.columns:
-        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study, info, external)
+        figures["quality_vs_rankme.png"] = plot_rankme_views(table, study, info, external, baselines)
     if {"Q(N)", "Q(D)", "Q(C)"} & set(study.fits):
         figures["quality_vs_scale.png"] = plot_scaling_panels(table, study, info)
     if "Q(N,D)" in study.fits:

@@ -1,5 +1,5 @@
 """The study in a few lines: the Q(R) fit with intervals and R², the trend verdict, the best
-configuration against its initialisation and the naive baseline. The study run's MLflow description
+configuration against its initialisation and the study's measured baselines. The study run's MLflow description
 and the closing lines of `python -m sweeps.scaling` are these lines."""
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ import pandas as pd
 
 from sweeps.record.keys import Q_METRIC, TASK_SCORE_PREFIX
 from sweeps.report.checkpoints import checkpoint_rows
+from sweeps.report.comparisons import Comparisons, baseline_lines, gain_interval, initialisation_lines
 from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
 from sweeps.report.intervals import Z_95, IntervalVerdict, q_intervals
-from sweeps.report.naive_baseline import (
-    NAIVE_BASELINE,
-    NAIVE_BASELINE_SOURCE,
-    naive_mean,
-    same_probe_baseline,
-)
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
@@ -57,46 +52,43 @@ def noise_note(difference: float, intervals: list[IntervalVerdict]) -> str:
     return f"; {word} the noise of the intervals (unpaired: +-{Z_95 * standard_error:.4f})"
 
 
-def _initialisation_line(trials: pd.DataFrame, best_index: int, intervals: list[IntervalVerdict]) -> str | None:
-    """The best point's Q against its own trial's step-0 checkpoint, when rows are checkpoints."""
+def _initial_row(trials: pd.DataFrame, best_index: int) -> int | None:
+    """The row of the best point's own trial at step 0, when rows are checkpoints."""
     if "step" not in trials.columns or "trial" not in trials.columns:
         return None
-    best = trials.iloc[best_index]
     steps = pd.to_numeric(trials["step"], errors="coerce").to_numpy()
-    initial = np.flatnonzero((trials["trial"].to_numpy() == best["trial"]) & (steps == 0))
-    if initial.size == 0:
-        return None
-    q0 = float(trials[Q_METRIC].iloc[initial[0]])
-    word = "above" if best[Q_METRIC] > q0 else "not above"
-    noise = noise_note(best[Q_METRIC] - q0, [intervals[best_index], intervals[initial[0]]])
-    return (
-        f"vs initialisation: Q {best[Q_METRIC]:.4f} is {word} its step-0 Q {q0:.4f} "
-        f"(95% {intervals[initial[0]].cell()}): {best[Q_METRIC] - q0:+.4f}{noise}"
-    )
+    initial = np.flatnonzero((trials["trial"].to_numpy() == trials.iloc[best_index]["trial"]) & (steps == 0))
+    return int(initial[0]) if initial.size else None
 
 
-def baseline_lines(best: pd.Series, trials: pd.DataFrame, probe: str = "") -> list[str]:
-    """The best point's Q and per-task scores against the naive baseline's: its logistic-regression
-    table, and the same features under the study's own probe where measured (Q compares within one probe)."""
-    tasks = [c.removeprefix(TASK_SCORE_PREFIX) for c in task_score_columns(trials)]
-    tasks = [task for task in tasks if task in NAIVE_BASELINE]
-    lines = []
-    for table, source in [(NAIVE_BASELINE, NAIVE_BASELINE_SOURCE), *same_probe_baseline(probe)]:
-        mean = naive_mean(tasks or None, table)
-        word = "above" if best[Q_METRIC] > mean else "not above"
-        lines.append(f"vs naive baseline ({source}): Q {best[Q_METRIC]:.4f} is {word} its mean {mean:.3f} "
-                     f"({best[Q_METRIC] - mean:+.4f})")  # fmt: skip
-        if tasks:
-            above = [t for t in tasks if float(best[f"score/{t}"]) > table[t]]
-            lines.append(
-                f"  above it on {len(above)} of {len(tasks)} tasks" + (f": {', '.join(above)}" if above else "")
-            )
-    return lines
+def _initialisation_lines(
+    trials: pd.DataFrame, best_index: int, intervals: list[IntervalVerdict], comparisons: Comparisons
+) -> list[str]:
+    """The best point against its trial's step 0: paired where replicates were logged, else the
+    unpaired comparison of the two intervals."""
+    initial = _initial_row(trials, best_index)
+    if initial is None:
+        return []
+    best, start = trials.iloc[best_index], trials.iloc[initial]
+    lines = initialisation_lines(best, start, comparisons)
+    if gain_interval(best, comparisons) is not None:
+        return lines
+    difference = float(best[Q_METRIC] - start[Q_METRIC])
+    noise = noise_note(difference, [intervals[best_index], intervals[initial]])
+    word = "above" if difference > 0 else "not above"
+    return [
+        f"vs initialisation: Q {best[Q_METRIC]:.4f} is {word} its step-0 Q {start[Q_METRIC]:.4f} "
+        f"(95% {intervals[initial].cell()}): {difference:+.4f}{noise}",
+        *lines[1:],
+    ]
 
 
-def summary_lines(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> list[str]:
-    """The verdict, the Q(R) fit, the best configuration and how it compares (plain text lines)."""
-    info = info or StudyInfo()
+def summary_lines(
+    table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, comparisons: Comparisons | None = None
+) -> list[str]:
+    """The verdict, the Q(R) fit, the best configuration and how it compares with its initialisation
+    and the study's baselines (plain text lines)."""
+    info, comparisons = info or StudyInfo(), comparisons or Comparisons()
     trials, n_failed = usable_trials(table)
     if trials.empty:
         return [f"No scored trial rows ({n_failed} failed or unscored): nothing to fit."]
@@ -109,9 +101,9 @@ def summary_lines(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None 
     best, interval = trials.iloc[i], intervals[i]
     rankme = f", {rankme_axis_label(trials)} {best['rankme']:.2f}" if "rankme" in trials.columns else ""
     lines.append(f"best: {point_names(trials)[i]}: Q {best[Q_METRIC]:.4f} (95% {interval.cell()}){rankme}")
-    initial = _initialisation_line(trials, i, intervals)
-    lines += ([initial] if initial else []) + baseline_lines(best, trials, info.probe)
-    return lines
+    lines += _initialisation_lines(trials, i, intervals, comparisons)
+    tasks = [c.removeprefix(TASK_SCORE_PREFIX) for c in task_score_columns(trials)]
+    return lines + baseline_lines(best, tasks, comparisons)
 
 
 def mlflow_ui_lines(

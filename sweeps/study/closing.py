@@ -1,5 +1,5 @@
 """The closing lines of `python -m sweeps.scaling`: what ran, the study's summary (Q(R) with
-intervals, R², verdict, best configuration against initialisation and the naive baseline) and a
+intervals, R², verdict, best configuration against its initialisation and the measured baselines) and a
 command that opens it in MLflow as printed, with the URL."""
 
 from __future__ import annotations
@@ -30,6 +30,6 @@ def closing_lines(outcome: Any, *, tracking_uri: str, bin_dir: str | Path) -> li
             f"{100 * summary.steps_saved_fraction:.0f}% of planned steps saved; best configuration "
             f"changed: {'yes' if summary.best_changed else 'no'} (best finished: {summary.best_finished})"
         )
-    lines += summary_lines(outcome.table, outcome.fits, info)
+    lines += summary_lines(outcome.table, outcome.fits, info, outcome.comparisons)
     experiment_id = tracking.get_or_create_experiment(tracking_uri, STUDY_EXPERIMENT)
     return lines + mlflow_ui_lines(tracking_uri, experiment_id, bin_dir)

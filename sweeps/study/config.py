@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.cli_flags import filled_by_program, flag, section
+from pipeline.evaluate.baselines import BASELINES
 from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.protocol.early_stop_rule import (
     DEFAULT_CHECK_FRACTION,
@@ -64,9 +65,33 @@ class StudyEvaluation:
         "else 2 for cpu_default and 3 for paper)",
     )  # fmt: skip
 
+    baselines: str | None = flag(
+        "--baselines", None,
+        "reference points measured on the study's tasks with its probe before the trials, comma-separated: "
+        "naive (log-mel statistics), initialisation (the first trial's model, random weights), control (that "
+        "model trained supervised on the tasks: Q's headroom), or none (default: the profile's: all three for "
+        "cpu_default, naive for paper)",
+    )  # fmt: skip
+    control_steps: int | None = flag(
+        "--control-steps", None, "supervised steps of the positive control (default: the profile's, 4000)"
+    )
+
     def __post_init__(self) -> None:
         if self.seeds is not None and self.seeds < 1:
             raise ValueError(f"--seeds must be at least 1, got {self.seeds}")
+        if self.control_steps is not None and self.control_steps < 1:
+            raise ValueError(f"--control-steps must be at least 1, got {self.control_steps}")
+        unknown = sorted(set(self.baseline_names or ()) - set(BASELINES))
+        if unknown:
+            raise ValueError(f"--baselines: unknown {unknown}; choose from {', '.join(BASELINES)}, or none")
+
+    @property
+    def baseline_names(self) -> tuple[str, ...] | None:
+        """The names --baselines gives (() for none); None: the profile's."""
+        if self.baselines is None:
+            return None
+        names = tuple(name.strip() for name in self.baselines.split(",") if name.strip())
+        return () if names == ("none",) else names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +171,15 @@ class StudyConfig:
     @property
     def resolved_eval_seeds(self) -> int:
         return self.evaluate.seeds or eval_seeds_for(self.profile, self.resolved_probe)
+
+    @property
+    def resolved_baselines(self) -> tuple[str, ...]:
+        names = self.evaluate.baseline_names
+        return RECIPES[self.profile].baselines if names is None else names
+
+    @property
+    def resolved_control_steps(self) -> int:
+        return self.evaluate.control_steps or RECIPES[self.profile].control_steps
 
     @property
     def resolved_study_name(self) -> str:

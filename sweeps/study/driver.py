@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -33,7 +33,9 @@ from sweeps.record import keys
 from sweeps.record.keys import STUDY_EXPERIMENT, child_run_name
 from sweeps.record.study import StudySettings, read_study, read_study_settings
 from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopped_early
+from sweeps.report.comparisons import Comparisons
 from sweeps.report.fits import StudyFits
+from sweeps.study.baselines import log_study_baselines, study_baseline_setup
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import (
@@ -44,7 +46,7 @@ from sweeps.study.early_stop import (
 from sweeps.study.grids import TrialSpec, expand_grids
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
-from sweeps.study.tracking import log_study_analysis
+from sweeps.study.tracking import log_study_analysis, study_comparisons
 from sweeps.study.trial import prepare_study_shards
 
 __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
@@ -61,6 +63,7 @@ class StudyOutcome:
     fits: StudyFits
     report_markdown: str
     early_stop: EarlyStopSummary | None = None  # when the scheduler ran, or earlier attempts stopped trials
+    comparisons: Comparisons = field(default_factory=Comparisons)  # the baselines and replicates the summary pairs
 
 
 def _load_runner(path: str):
@@ -110,8 +113,9 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     table = study.trial_table
     early_stop = _summarize_early_stop(config, parent, table, trials)
     say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
+    comparisons = study_comparisons(study)
     fits, markdown = log_study_analysis(
-        study, n_bootstrap=config.n_bootstrap,
+        study, n_bootstrap=config.n_bootstrap, comparisons=comparisons,
         keep_fraction=config.early_stop_keep_fraction, check_fraction=config.early_stop_check_fraction,
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
@@ -126,6 +130,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         fits=fits,
         report_markdown=markdown,
         early_stop=early_stop,
+        comparisons=comparisons,
     )
 
 
@@ -200,6 +205,10 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
             # The embedded defaults: build the default corpus / tasks the user did not replace.
             build_default_inputs(corpus=config.corpus_dir is None, tasks=config.tasks_dir is None)
             prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
+            if config.resolved_baselines:  # on the shards' normalisation: after they exist
+                setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
+                                             control_steps=config.resolved_control_steps)  # fmt: skip
+                log_study_baselines(setup, context, say)
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
         progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent)]
         failed = _fan_out(

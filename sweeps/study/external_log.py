@@ -24,6 +24,7 @@ from pipeline.tracking import runs as tracking
 from sweeps.record.external_point import ExternalPoint
 from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT
 from sweeps.record.rankme_pool import read_rankme_pool
+from sweeps.record.replicates import write_q_replicates
 from sweeps.record.study import StudyNotFoundError, find_study_run, read_study_settings
 
 
@@ -79,6 +80,7 @@ def log_external_point(
         parent_run_id=parent_run_id, tags={"audioscale.stage": "evaluate"},
     )  # fmt: skip
     point.write(run, extra_params=_params(result, hear, tasks_dir=tasks_dir), extra_metrics=evaluation_metrics(result))
+    write_q_replicates(run, {0: result.q_replicates})  # pairs the point with the study's checkpoints
     with tempfile.TemporaryDirectory(prefix="audioscale-external-") as directory:
         for path in write_results(result, directory):
             run.log_artifact(path, artifact_path="evaluation")

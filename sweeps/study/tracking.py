@@ -9,6 +9,7 @@ and `laws/report.md`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import pandas as pd
@@ -16,7 +17,9 @@ import pandas as pd
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 from sweeps.record.keys import Q_TREND_TAG, REPORT_DIR
+from sweeps.record.replicates import read_q_replicates
 from sweeps.record.study import StudyRecord, StudySettings, read_study
+from sweeps.report.comparisons import BASELINE_LABELS, Comparisons
 from sweeps.report.early_stop_markdown import replay_early_stop
 from sweeps.report.external_points import external_points_lines
 from sweeps.report.figures import study_figures
@@ -34,6 +37,22 @@ def study_info(settings: StudySettings) -> StudyInfo:
     return StudyInfo(name=settings.name, grid=settings.grid, probe=settings.probe)
 
 
+def study_comparisons(study: StudyRecord) -> Comparisons:
+    """The study's baselines with their Q replicates, and a cached reader of each trial's replicates."""
+    uri = study.run.tracking_uri
+    baselines = study.baselines()
+
+    @functools.cache
+    def replicates_of(run_id: str) -> dict[int, tuple[float, ...]]:
+        return read_q_replicates(uri, run_id)
+
+    return Comparisons(
+        baselines=tuple(baselines),
+        baseline_replicates={baseline.name: baseline.replicates(uri) for baseline in baselines},
+        replicates_of=replicates_of,
+    )
+
+
 def _metrics_and_tags(
     run: tracking.TrackedRun,
     table: pd.DataFrame,
@@ -43,6 +62,7 @@ def _metrics_and_tags(
     keep_fraction: float,
     check_fraction: float,
     external: pd.DataFrame | None = None,
+    comparisons: Comparisons | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """The study run's metrics and tags: laws, trend verdict, early-stop replay, task laws, frontier."""
     metrics, reasons = law_metrics(study)
@@ -62,7 +82,7 @@ def _metrics_and_tags(
     tags.update(log_frontier(run, table, study))
     # The run's description in the UI: the summary, so the study reads without opening artifacts.
     tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join(
-        [*summary_lines(table, study, info), *external_points_lines(external)]
+        [*summary_lines(table, study, info, comparisons), *external_points_lines(external)]
     )
     return metrics, tags
 
@@ -75,6 +95,7 @@ def log_study_analysis(
     keep_fraction: float = DEFAULT_KEEP_FRACTION,
     check_fraction: float = DEFAULT_CHECK_FRACTION,
     extra_sections: Sequence[str] = (),
+    comparisons: Comparisons | None = None,
 ) -> tuple[StudyFits, str]:
     """Fit the laws (only along axes the study's grid varies), then log parameters with intervals,
     the fit table, figures and the report (`laws/report.md`, its figures beside it in `laws/`).
@@ -89,9 +110,11 @@ def log_study_analysis(
     run, info, external = study.run, study_info(study.settings), study.external_table
     table = study.trial_table if table is None else table
     fits = fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
+    comparisons = comparisons or study_comparisons(study)
     metrics, tags = _metrics_and_tags(
-        run, table, fits, info, keep_fraction=keep_fraction, check_fraction=check_fraction, external=external
-    )
+        run, table, fits, info, keep_fraction=keep_fraction, check_fraction=check_fraction, external=external,
+        comparisons=comparisons,
+    )  # fmt: skip
     if metrics:
         run.log_metrics(metrics, step=0)
     run.set_tags(tags)
@@ -100,7 +123,8 @@ def log_study_analysis(
         f"{REPORT_DIR}/fits.json",
     )
     tracking.log_text(run, fit_table_markdown(fits), f"{REPORT_DIR}/fit_table.md")
-    figures = study_figures(table, fits, info, external=external)
+    baselines = {BASELINE_LABELS.get(b.name, b.name): b.q for b in comparisons.baselines}
+    figures = study_figures(table, fits, info, external=external, baselines=baselines)
     for file_name, figure in figures.items():
         tracking.log_figure(run, figure, f"{REPORT_DIR}/{file_name}")
     # The UI's pages live at its root; an image loads from its get-artifact route (a path relative to

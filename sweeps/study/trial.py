@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import zlib
 from pathlib import Path
 
 import torch
@@ -53,6 +54,7 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
     return PretrainConfig(
         **model,
         **recipe,
+        seed=trial_seed(spec.name),
         steps=spec.train_steps,
         use_gpu=context.gpus_per_trial > 0,
         cpus_per_worker=context.cpus_per_worker,
@@ -65,6 +67,13 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         # The checkpoints the trial evaluates besides the last (the paper's points are checkpoints).
         checkpoint_steps=evaluation_steps_for(spec.train_steps, context.eval_checkpoints),
     )
+
+
+def trial_seed(trial_name: str) -> int:
+    """The trial's own initialisation (and masking and crop-order) seed, stable across resumes: trials
+    sharing one initialisation would make every trial's step-0 point the same draw, so a study's
+    initialisation points would measure one random network, not the spread over them."""
+    return zlib.crc32(trial_name.encode()) % 2**31
 
 
 def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path]:
@@ -133,6 +142,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
             for point in evaluations
         },
         pool=_measured_pool(config, shards_dir, model.spec.crop_frames, evaluation),
+        q_replicates={point.step: point.q_replicates for point in evaluations},
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from models import build_model
 from pipeline.checkpoint import (
     load_model_from_checkpoint,
     read_checkpoint_meta,
@@ -209,3 +210,21 @@ def test_resume_past_a_truncated_newest_checkpoint(resumed_run, shards_dir, work
     run = tracking.read_run(third.tracking_uri, third.run_id)
     assert run["metrics"]["resumed_from_step"][-1] == (12, 12.0)  # step 16 skipped, step 12 verified
     verify_checkpoint(third.checkpoint_dir)
+
+
+def test_an_ema_teacher_follows_every_optimizer_step_on_every_worker(ray_local, tmp_path_factory, workdir):
+    # t-mae-debug on 2 DDP workers: the loop calls after_optimizer_step once per step on each rank,
+    # so the checkpoint's teacher has made exactly `steps` updates and moved away from its start.
+    shards = make_tiny_shards(tmp_path_factory.getbasetemp(), preset_name="dasheng")
+    config = tiny_config(
+        shards, workdir, run_name="teacher", model_name="t-mae-debug", model_overrides={}, steps=6,
+        checkpoint_every_steps=6, rankme_every_steps=0, rankme_steps=(6,), max_failures=0,
+    )  # fmt: skip
+    result = run_pretraining(config)
+    model, meta = load_model_from_checkpoint(result.checkpoint_dir)
+    assert meta["model_name"] == "t-mae-debug" and int(model.teacher_updates) == 6
+    torch.manual_seed(0)
+    start = build_model("t-mae-debug")  # the run's seed-0 initialisation
+    assert not torch.equal(model.teacher.patch_embed.weight, start.teacher.patch_embed.weight)
+    assert not torch.equal(model.teacher.patch_embed.weight, model.encoder.patch_embed.weight)
+    assert torch.isfinite(model(torch.randn(2, model.spec.crop_frames, 64)).loss)

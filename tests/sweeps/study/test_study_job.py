@@ -121,7 +121,8 @@ def test_study_job_stopped_mid_study_finishes_on_resubmission_without_duplicate_
         study_args = [
             "--grid", GRID, "--study", STUDY, "--corpus", str(corpus), "--tasks", str(tasks),
             "--storage-path", str(tmp_path / "ray_results"), "--tracking-uri", uri,
-            "--eval-checkpoints", "final", "--n-bootstrap", "20",
+            # No baselines: this test is about trials surviving a stop (tests/sweeps/study/test_study_baselines.py).
+            "--eval-checkpoints", "final", "--n-bootstrap", "20", "--baselines", "none",
         ]  # fmt: skip
         try:
             _submit(address, "study-first", study_args, env, tmp_path / "home")

@@ -90,7 +90,7 @@ def test_study_run_description_is_the_summary_and_laws_follow_the_grid(study):
     description = tracking.read_run(uri, parent.run_id)["tags"][tracking.RUN_DESCRIPTION_TAG]
     assert "Q(R) fit: q_inf" in description and "R²" in description
     assert re.search(r"best: mask0\.90: Q [\d.]+ \(95% n/a \(2 seeds\)\)", description)
-    assert "vs naive baseline" in description
+    assert "baselines: none measured for this study" in description  # a synthetic study measures none
 
 
 def test_report_embeds_its_figures_from_the_same_artifact_folder(study):
@@ -113,7 +113,7 @@ def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_pat
     text = "\n".join(lines)
     assert f"== study {STUDY} (grid mask_ratio, probe quick) ==" in text
     assert "trials run: 5, skipped (finished earlier): 0, failed: none" in text
-    assert "Q(R) fit: q_inf" in text and "vs naive baseline" in text
+    assert "Q(R) fit: q_inf" in text and "baselines: none measured for this study" in text
     experiment_id = tracking.get_or_create_experiment(uri, STUDY_EXPERIMENT)
     assert f"{Path(tmp_path) / 'bin' / 'mlflow'} ui --backend-store-uri {uri} --port 5000" in text
     assert text.endswith(f"http://127.0.0.1:5000/#/experiments/{experiment_id}")

@@ -1,0 +1,112 @@
+"""The study's baselines measured on its own tasks and probe: cached by the task folder, paired with checkpoints."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from models import build_model
+from pipeline.evaluate.baselines import (
+    CONTROL,
+    INITIALISATION,
+    NAIVE,
+    BaselineSetup,
+    measure_baselines,
+    task_folder_fingerprint,
+)
+from pipeline.evaluate.embeddings import FrameEmbedder
+from pipeline.evaluate.positive_control import ControlConfig
+from pipeline.evaluate.probes.knn import KnnProbeConfig
+from pipeline.evaluate.probes.scene import probe_task
+from pipeline.evaluate.probes.seeds import fold_test_replicates
+from pipeline.evaluate.scores import paired_interval
+from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.evaluate.task_embeddings import embed_task
+from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
+
+
+@pytest.fixture(scope="module")
+def tasks_dir(tmp_path_factory):
+    root = build_tiny_tasks(tmp_path_factory.mktemp("tasks"), clips_per_class={"train": 8, "valid": 4, "test": 6})
+    build_tiny_language_task(root, clips_per_class={"train": 8, "valid": 4, "test": 6})
+    shutil.rmtree(root / "mixtures")  # multilabel: its bootstrap draws 200 resamples, not 1,000 (no pairing)
+    return root
+
+
+def _setup(tasks_dir, **changes) -> BaselineSetup:
+    facts = {
+        "model_name": "mae-debug",
+        "probe": "knn",
+        "seed": 3,
+        "control": ControlConfig(steps=30, batch_clips=8, seed=3),
+    }
+    return BaselineSetup(tasks_dir=str(tasks_dir), **(facts | changes))
+
+
+@pytest.fixture(scope="module")
+def measured(tasks_dir, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, measure_baselines(_setup(tasks_dir), cache_dir=cache)
+
+
+def test_three_baselines_with_paired_replicates(measured, tasks_dir):
+    _, results = measured
+    assert [r.name for r in results] == [NAIVE, INITIALISATION, CONTROL]
+    names = {d.name for d in list_task_dirs(tasks_dir)}
+    for result in results:
+        assert set(result.task_scores) == names
+        assert result.q == pytest.approx(np.mean(list(result.task_scores.values())))
+        assert len(result.q_replicates) > 100  # kNN: deterministic, so a test-clip bootstrap
+        assert abs(np.mean(result.q_replicates) - result.q) < 0.05
+
+
+def test_the_initialisation_is_read_out_as_a_checkpoint_is(measured, tasks_dir):
+    # Same seed, same model, same per-clip input as pipeline.evaluate's embedder: the same Q and draws.
+    _, results = measured
+    torch.manual_seed(3)
+    embedder = FrameEmbedder(build_model("mae-debug").eval())
+    scores, replicates = {}, []
+    for task in (read_task_info(d) for d in list_task_dirs(tasks_dir)):
+        score, folds = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=KnnProbeConfig())
+        scores[task.name], _ = score.mean, replicates.append(fold_test_replicates(folds))
+    initialisation = results[1]
+    assert initialisation.task_scores == pytest.approx(scores)
+    assert np.allclose(initialisation.q_replicates, np.mean(replicates, axis=0))
+    # Paired with itself the difference is exactly zero; with the naive features it is an interval.
+    assert paired_interval(initialisation.q_replicates, initialisation.q_replicates) == (0.0, 0.0)
+    low, high = paired_interval(results[0].q_replicates, initialisation.q_replicates)
+    assert low < results[0].q - initialisation.q < high
+
+
+def test_cached_until_the_task_folder_changes(measured, tasks_dir, tmp_path):
+    cache, results = measured
+    assert len(list(cache.glob("*.json"))) == 1
+    again = measure_baselines(_setup(tasks_dir), cache_dir=cache)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in results]
+    # A second, different task folder (one test label changed): a new fingerprint, measured afresh.
+    other = tmp_path / "other"
+    shutil.copytree(tasks_dir, other)
+    test_labels = other / "tones" / "test.json"
+    labels = json.loads(test_labels.read_text())
+    first = sorted(labels)[0]
+    labels[first] = ["high"] if labels[first] != ["high"] else ["low"]
+    test_labels.write_text(json.dumps(labels))
+    assert task_folder_fingerprint(other) != task_folder_fingerprint(tasks_dir)
+    changed = measure_baselines(_setup(other, kinds=(NAIVE, INITIALISATION)), cache_dir=cache)
+    assert [r.name for r in changed] == [NAIVE, INITIALISATION]
+    assert len(list(cache.glob("*.json"))) == 2
+    assert changed[0].task_scores["tones"] != results[0].task_scores["tones"]
+
+
+def test_an_unknown_baseline_is_named(tasks_dir):
+    with pytest.raises(ValueError, match="unknown baseline.*'random'.*naive, initialisation, control"):
+        _setup(tasks_dir, kinds=("naive", "random"))
+
+
+def test_unpaired_replicates_give_no_interval():
+    assert paired_interval((), ()) is None
+    assert paired_interval((0.5, 0.6), (0.5,)) is None
