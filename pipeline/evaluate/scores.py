@@ -124,11 +124,15 @@ def quality_q_test_interval(task_scores: Mapping[str, Mapping], confidence: floa
 
 def quality_q_replicates(task_replicates: Sequence[np.ndarray | None]) -> tuple[float, ...]:
     """Q on each test-clip bootstrap resample: the tasks' replicate b averaged, as Q averages their
-    scores. () unless every task has replicates and all have the same count (a seeded probe has none;
-    a multilabel task draws fewer resamples: pipeline.evaluate.probes.bootstrap)."""
-    if not task_replicates or any(r is None for r in task_replicates) or len({len(r) for r in task_replicates}) != 1:
+    scores, over the first B replicates of every task (B the fewest any task has). Replicate b of a
+    task is the same resample for every model scored on it: the draws are seeded by the test split
+    alone, and a multilabel task skips the same unscorable resamples (those depend on its labels
+    only), so Q's replicates pair across models too. () when a task has none (a seeded probe)."""
+    if not task_replicates or any(r is None or len(r) < 2 for r in task_replicates):
         return ()
-    return tuple(float(v) for v in np.mean(np.asarray(task_replicates, dtype=np.float64), axis=0))
+    count = min(len(r) for r in task_replicates)
+    stacked = np.asarray([np.asarray(r[:count], dtype=np.float64) for r in task_replicates])
+    return tuple(float(v) for v in stacked.mean(axis=0))
 
 
 def paired_interval(

@@ -9,6 +9,7 @@ A seeded probe (the MLP) logs no replicates; its lines say so instead of pairing
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,11 +42,16 @@ def difference_text(difference: float, interval: tuple[float, float] | None) -> 
     return f"{difference:+.4f} (paired 95% {low:+.4f} to {high:+.4f}: {verdict})"
 
 
-def _step_replicates(best: pd.Series, comparisons: Comparisons, step: int) -> tuple[float, ...]:
+def _step_replicates(best: pd.Series, comparisons: Comparisons, step) -> tuple[float, ...]:
+    """The replicates `best`'s trial logged at `step`; a row without a step (a trial evaluated only at
+    its end) is its last evaluated step."""
     run_id = best.get(RUN_ID_COLUMN)
     if not isinstance(run_id, str) or not run_id:
         return ()
-    return comparisons.replicates_of(run_id).get(int(step), ())
+    logged = comparisons.replicates_of(run_id)
+    if step is None or not math.isfinite(float(step)):
+        return logged[max(logged)] if logged else ()
+    return logged.get(int(step), ())
 
 
 def gain_interval(best: pd.Series, comparisons: Comparisons) -> tuple[float, float] | None:
@@ -71,7 +77,7 @@ def baseline_lines(best: pd.Series, tasks: list[str], comparisons: Comparisons) 
     the positive control's headroom over the initialisation: Q's room to reward a better representation."""
     if not comparisons.baselines:
         return ["baselines: none measured for this study (sweeps.scaling --baselines)"]
-    ours = _step_replicates(best, comparisons, best.get("step", 0))
+    ours = _step_replicates(best, comparisons, best.get("step"))
     lines = ["baselines, measured on the study's tasks with its probe (best point minus each):"]
     for baseline in comparisons.baselines:
         interval = paired_interval(ours, comparisons.baseline_replicates.get(baseline.name, ()))

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from pipeline.evaluate.scores import (
     mean_confidence_interval,
     normalised_scores,
+    paired_interval,
     quality_q,
     quality_q_interval,
+    quality_q_replicates,
     task_score_from_seeds,
 )
 
@@ -70,3 +73,12 @@ def test_q_interval_is_nan_for_one_seed_or_unequal_seed_counts():
     }
     assert all(math.isnan(v) for v in quality_q_interval(one_seed))
     assert all(math.isnan(v) for v in quality_q_interval(unequal))
+
+
+def test_q_replicates_average_the_tasks_resample_by_resample_over_the_shortest():
+    accuracy = np.array([0.5, 0.6, 0.7, 0.8])
+    multilabel = np.array([0.1, 0.3])  # fewer resamples (unscorable ones skipped)
+    assert quality_q_replicates([accuracy, multilabel]) == pytest.approx((0.3, 0.45))
+    assert quality_q_replicates([accuracy, None]) == ()  # a seeded probe has none
+    assert paired_interval((0.5, 0.6, 0.7), (0.4, 0.5, 0.6)) == pytest.approx((0.1, 0.1))
+    assert paired_interval((0.5, 0.6), (0.5,)) is None

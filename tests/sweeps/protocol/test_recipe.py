@@ -94,7 +94,7 @@ def test_cpu_default_uses_its_measured_lr_the_papers_decay_and_table_iii_fractio
     config = plan_trial(expand_grids("mask_ratio", profile="cpu_default")[0], "cpu_default").config
     assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (
         32,
-        5e-3,
+        3e-4,
         0.01,
         None,
     )

@@ -295,3 +295,16 @@ def test_fit_line_says_no_ceiling_when_every_resample_puts_q_inf_at_1():
     line = fit_line(StudyFits(fits={"Q(R)": fit}, skipped={}, n_trials_used=5, n_trials_failed=0))
     assert "q_inf 1 (every resample at the bound 1: no ceiling identified), x_c " in line
     assert re.search(r"x_c [\d.]+ \(95% [\d.]+-[\d.]+\)", line)
+
+
+def test_a_study_scored_at_the_end_only_pairs_its_last_step_with_the_baselines():
+    # --eval-checkpoints final: one row per trial and no step column; its replicates sit at the last step.
+    table, comparisons = _paired_study(gain=0.012, noise=0.03)
+    last = table[table["step"] == max(STEPS)].drop(columns=["step"]).reset_index(drop=True)
+    best_trial = last.loc[last["q"].idxmax(), "trial"]
+    replicates = comparisons.replicates_of(f"run-{best_trial}")
+    knn = StudyInfo(name="masks", grid="mask_ratio", probe="knn", probe_seeds=1)
+    text = "\n".join(summary_lines(last, fit_study_laws(last, n_bootstrap=0, grid="mask_ratio"), knn, comparisons))
+    assert max(replicates) == max(STEPS)  # the best trial logged its last step's replicates
+    assert "vs its initialisation" not in text  # no step 0 to compare with
+    assert re.search(r"naive features \(naive here\): Q [\d.]+; best - it [-+][\d.]+ \(paired 95%", text), text

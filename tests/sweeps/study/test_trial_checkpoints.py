@@ -57,10 +57,13 @@ def trial_outcome(ray_local, tmp_path_factory):
 
 def test_every_wanted_checkpoint_is_evaluated_on_the_pool(trial_outcome):
     result, _ = trial_outcome
-    assert evaluation_steps_for(STEPS, "all") == (0, 1, 2, 4, 8, 12, STEPS)  # 1: the first Table III step halved
-    assert sorted(result.checkpoint_points) == [0, 1, 2, 4, 8, 12, STEPS]
+    assert evaluation_steps_for(STEPS, "all") == (0, 2, 4, 8, 12, STEPS)  # the initialisation, Table III's steps
+    assert sorted(result.checkpoint_points) == [0, 2, 4, 8, 12, STEPS]
     last = result.checkpoint_points[STEPS]
     assert (last.rankme, last.q) == (result.rankme, result.q)  # the last checkpoint is the trial's result
+    # Q on the paired test-clip resamples at every evaluated step (the multilabel task's 200 bound them).
+    assert sorted(result.q_replicates) == sorted(result.checkpoint_points)
+    assert {len(r) for r in result.q_replicates.values()} == {200}
     # Training measured R on the same pool at the same steps: the same numbers.
     for step, value in result.rankme_by_step.items():
         assert result.checkpoint_points[step].rankme == pytest.approx(value, rel=1e-4)
