@@ -150,18 +150,24 @@ def _embedder(setup: BaselineSetup) -> FrameEmbedder:
     return FrameEmbedder(model.eval(), normalisation=normalisation)
 
 
+def model_label(setup: BaselineSetup) -> str:
+    """'mae-debug (encoder_dim=128, pooled_vc_weight=3.0)': the model as the study builds it."""
+    overrides = ", ".join(f"{key}={value}" for key, value in sorted(setup.model_overrides.items()))
+    return f"{setup.model_name} ({overrides})" if overrides else setup.model_name
+
+
 def _model_baselines(setup: BaselineSetup, tasks: list[TaskInfo], say) -> list[BaselineScore]:
     """The initialisation, then the control trained from it (the same seed: their difference is the headroom)."""
-    embedder, results = _embedder(setup), []
+    embedder, results, model = _embedder(setup), [], model_label(setup)
     if INITIALISATION in setup.kinds:
-        say(f"baselines: {setup.model_name} at initialisation (seed {setup.seed})")
-        results.append(_measure(INITIALISATION, f"{setup.model_name}, random weights (seed {setup.seed})", tasks,
+        say(f"baselines: {model} at initialisation (seed {setup.seed})")
+        results.append(_measure(INITIALISATION, f"{model}, random weights (seed {setup.seed})", tasks,
                                 lambda task: embed_task(task, embedder).splits, setup.probe))  # fmt: skip
     if CONTROL in setup.kinds:
         tick = time.perf_counter()
         say(f"baselines: training the positive control ({setup.control.steps} supervised steps)")
         losses = train_positive_control(embedder, tasks, setup.control, progress=say)
-        description = (f"{setup.model_name} trained supervised on the tasks' training clips ({setup.control.steps} "
+        description = (f"{model} trained supervised on the tasks' training clips ({setup.control.steps} "
                        f"steps, loss {np.mean(losses[: len(tasks)]):.2f} -> {np.mean(losses[-len(tasks) :]):.2f})")  # fmt: skip
         control = _measure(CONTROL, description, tasks, lambda task: embed_task(task, embedder).splits, setup.probe)
         results.append(BaselineScore.from_dict(control.to_dict() | {"seconds": time.perf_counter() - tick}))

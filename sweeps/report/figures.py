@@ -83,7 +83,8 @@ def plot_quality_vs(
     trials, _ = usable_trials(table)
     if rows is not None:
         trials = trials[rows.to_numpy()]
-    width_in = FIGURE_SIZE_IN[0] + (EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0)
+    legend_outside = bool(len(drawable_external_points(external)) or baselines)  # a long legend: beside the axes
+    width_in = FIGURE_SIZE_IN[0] + (EXTERNAL_LEGEND_WIDTH_IN if legend_outside else 0.0)
     figure = ax.figure if ax is not None else plt.figure(figsize=(width_in, FIGURE_SIZE_IN[1]))
     ax = ax if ax is not None else figure.add_subplot()
     connect_checkpoints(ax, trials, column)
@@ -111,8 +112,8 @@ def plot_quality_vs(
     readable_log_ticks(ax, pd.concat([trials[column], placed["rankme"]]) if len(placed) else trials[column])
     ax.set_xlabel(label)
     ax.set_ylabel("quality Q")
-    # Beside the axes when outside models are drawn: inside, "best" can still cover a lone diamond.
-    ax.legend(fontsize="small", **({"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if len(placed) else {}))
+    # Beside the axes when outside models or baselines are drawn: inside, "best" covers points.
+    ax.legend(fontsize="small", **({"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if legend_outside else {}))
     return figure
 
 
@@ -137,7 +138,7 @@ def plot_rankme_views(
         figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
-    extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) else 0.0
+    extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) or baselines else 0.0
     figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0 + extra_in, 4.2))
     plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external,
                     baselines=baselines)  # fmt: skip

@@ -16,6 +16,7 @@ from pipeline.evaluate.baselines import (
     NAIVE,
     BaselineSetup,
     measure_baselines,
+    model_label,
     task_folder_fingerprint,
 )
 from pipeline.evaluate.embeddings import FrameEmbedder
@@ -109,3 +110,9 @@ def test_an_unknown_baseline_is_named(tasks_dir):
 def test_unpaired_replicates_give_no_interval():
     assert paired_interval((), ()) is None
     assert paired_interval((0.5, 0.6), (0.5,)) is None
+
+
+def test_the_model_is_named_with_its_overrides(tasks_dir):
+    setup = _setup(tasks_dir, model_overrides={"pooled_vc_weight": 3.0, "encoder_dim": 128})
+    assert model_label(setup) == "mae-debug (encoder_dim=128, pooled_vc_weight=3.0)"
+    assert model_label(_setup(tasks_dir)) == "mae-debug"
