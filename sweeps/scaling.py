@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                     eval_checkpoints=config.evaluate.eval_checkpoints,
                     context_batch=config.pretrain.global_batch_size,
                     assumptions=assumptions,
+                    objective=config.objective,
                 )
             )
         except ValueError as error:

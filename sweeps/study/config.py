@@ -21,7 +21,7 @@ from sweeps.protocol.early_stop_rule import (
     validate_rule,
 )
 from sweeps.protocol.recipe import EVAL_CHECKPOINTS, RECIPES, eval_seeds_for
-from sweeps.study.grids import GRIDS, PROFILES
+from sweeps.study.grids import GRIDS, OBJECTIVES, PROFILES
 
 # The trial runner Ray workers import by name: pretrain, then evaluate.
 REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
@@ -98,6 +98,12 @@ class StudyEvaluation:
 class StudyConfig:
     grid: str = flag("--grid", None, f"one of {sorted(GRIDS)}, or several comma-separated", required=True)
     profile: str = flag("--profile", "cpu_default", "grid values and training recipe", choices=PROFILES)
+    objective: str = flag(
+        "--objective", "mae",
+        "pretraining objective of the study MAE: mae (log-mel reconstruction, the paper's) or teacher "
+        "(an EMA teacher's targets, data2vec 2.0 / EAT: the t-mae-* models)",
+        choices=list(OBJECTIVES),
+    )  # fmt: skip
     study_name: str | None = flag("--study", None, "study name (default: <grid>-<profile>)")
     resume: bool = flag("--resume", False, "continue a study: finished trials are not re-run")
 

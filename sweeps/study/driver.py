@@ -94,7 +94,7 @@ def study_trainable(config: dict[str, Any]) -> None:
 
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
-    trials = expand_grids(config.grid, profile=config.profile)
+    trials = expand_grids(config.grid, profile=config.profile, objective=config.objective)
     check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
     # MLflow is the ledger: a resumed study skips what an earlier attempt finished (read before the

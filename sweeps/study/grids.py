@@ -11,7 +11,7 @@ from the points' labels, so they are deterministic: a resumed study finds its fi
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sweeps.study.arch_grid import architecture_points
@@ -214,10 +214,30 @@ def _merge(points: tuple[GridPoint, ...], names: list[str], base: BaseTrial) -> 
     )
 
 
-def expand_grids(names: list[str] | str, *, profile: str = "cpu_default") -> list[TrialSpec]:
+# The pretraining objective of a study's MAE trials: "mae" reconstructs log-mel patches (the paper's);
+# "teacher" regresses an EMA teacher's targets (models/mae/teacher_targets.py: `t-` before the model name).
+OBJECTIVES = ("mae", "teacher")
+STUDY_MAE_PREFIX = "mae-"  # mae-en<width>-<depth> and mae-debug: the study MAE's registered names
+
+
+def expand_grids(names: list[str] | str, *, profile: str = "cpu_default", objective: str = "mae") -> list[TrialSpec]:
     """Every trial of the Cartesian product of the named grids, in a deterministic order."""
     names = parse_grid_names(names) if isinstance(names, str) else parse_grid_names(",".join(names))
     axes = [grid_points(name, profile) for name in names]
     trials = [_merge(points, names, BASE_TRIALS[profile]) for points in itertools.product(*axes)]
     assert len({t.name for t in trials}) == len(trials), "grid labels must make unique trial names"
-    return trials
+    return [with_objective(trial, objective) for trial in trials]
+
+
+def with_objective(trial: TrialSpec, objective: str) -> TrialSpec:
+    """The trial trained with `objective`; the teacher objective exists for the study MAE only."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"--objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if objective == "mae":
+        return trial
+    if trial.arch != "mae" or not trial.model_name.startswith(STUDY_MAE_PREFIX):
+        raise ValueError(
+            f"--objective teacher trains the study MAE; trial {trial.name} is {trial.model_name} ({trial.arch}): "
+            "use it with the mask_ratio, size, data_volume or compute grids, not arch"
+        )
+    return replace(trial, model_name=f"t-{trial.model_name}")

@@ -159,13 +159,14 @@ def plan_text(
     eval_checkpoints: str | None = None,
     context_batch: int = DEFAULT_CONTEXT_BATCH,
     assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
+    objective: str = "mae",
 ) -> str:
     """The whole plan: a header, then each trial with its labelled values, then the study's totals."""
     trials = [
         plan_trial(
             spec, profile, context_batch=context_batch, eval_checkpoints=eval_checkpoints, assumptions=assumptions
         )
-        for spec in expand_grids(grid, profile=profile)
+        for spec in expand_grids(grid, profile=profile, objective=objective)
     ]
     lines = [f"Plan: grid {grid}, profile {profile}: {len(trials)} trial(s), nothing is run."]
     for trial in trials:

@@ -88,3 +88,30 @@ def test_conflicting_or_unknown_grids_are_rejected():
         parse_grid_names("depth")
     with pytest.raises(ValueError, match="unknown profile"):
         expand_grids("size", profile="laptop")
+
+
+def test_the_teacher_objective_trains_the_study_mae_in_every_mae_grid():
+    for grid, profile in [("mask_ratio", "cpu_default"), ("size", "cpu_default"), ("size", "paper"),
+                          ("compute", "paper"), ("data_volume", "cpu_default")]:  # fmt: skip
+        plain = expand_grids(grid, profile=profile)
+        teacher = expand_grids(grid, profile=profile, objective="teacher")
+        assert [t.model_name for t in teacher] == [f"t-{t.model_name}" for t in plain]
+        assert [t.model_overrides for t in teacher] == [t.model_overrides for t in plain]
+        for trial in teacher[:2]:  # every name is registered and builds with the trial's overrides
+            assert build_model(trial.model_name, **trial.model_overrides, mask_ratio=trial.mask_ratio or 0.75)
+    with pytest.raises(ValueError, match="--objective teacher trains the study MAE; trial hubert is hubert-debug"):
+        expand_grids("arch", profile="cpu_default", objective="teacher")
+    with pytest.raises(ValueError, match="choose one of mae, teacher"):
+        expand_grids("mask_ratio", objective="byol")
+
+
+def test_the_plan_and_the_cli_take_the_objective():
+    from sweeps.scaling import parse_study_args
+    from sweeps.study.plan import plan_text
+
+    config, _ = parse_study_args(["--grid", "mask_ratio", "--objective", "teacher"])
+    assert config.objective == "teacher"
+    text = plan_text("size", "paper", objective="teacher")
+    assert "t-mae-en768-12" in text and "mae-en768-12" in text
+    plain_flops = plan_text("size", "paper")
+    assert text != plain_flops  # the teacher's forward pass adds FLOPs
