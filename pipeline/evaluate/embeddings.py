@@ -7,7 +7,8 @@ same normalisation as training) -> crop-length chunks -> `model.embed` -> frame 
   `spec.crop_frames` mel frames (the length the position tables were trained on); the last chunk
   keeps its real length, rounded to a whole number of patches: a trailing partial patch is padded
   with the clip's minimum value (after log compression, what silence looks like; the training
-  crops pad the same way) when at least half of it is audio, dropped otherwise.
+  crops pad the same way) when its centre frame is audio, dropped otherwise, so every timestamp
+  lies inside the clip.
 - Scene embedding: the mean over time of a clip's frame features, as the AudioMAE/Dasheng papers do.
 - Timestamp embeddings: frame features with the time of each frame's centre in milliseconds:
   patch i spans mel frames [i P, (i + 1) P) whose STFT windows are centred at j * hop_ms, so its
@@ -38,6 +39,9 @@ from pipeline.audio.frontend import (
 DEFAULT_BATCH_CHUNKS = 32
 WAVE_RECEPTIVE_FIELD_MS = 25.0  # 400 samples at 16 kHz: the waveform models' conv stack, kernels (10,3,3,3,3,2,2)
 DEFAULT_CLIPS_PER_GROUP = 64
+# Part of every cached model input's key: raise it when `model_input`'s rule changes, so inputs
+# cached under the old rule are not reused (2: a partial patch is kept only when its centre is audio).
+INPUT_RULE = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +107,7 @@ class FrameEmbedder:
         normalisation: MelNormalisation | None = None,
         batch_chunks: int = DEFAULT_BATCH_CHUNKS,
         clips_per_group: int = DEFAULT_CLIPS_PER_GROUP,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
     ) -> None:
         self.model = model.eval()
         self.spec = model.spec
@@ -115,7 +119,15 @@ class FrameEmbedder:
         self.normalisation = normalisation or normalisation_for(self.preset)
         self.batch_chunks = batch_chunks
         self.clips_per_group = clips_per_group
-        self.device = torch.device(device)
+        if device is not None:
+            self.model.to(device)
+
+    @property
+    def device(self) -> torch.device:
+        """Where inputs go: wherever the model's weights are now, so `model.to("cuda")` after
+        construction (what HEAR's harness does to the module it loads) moves the inputs too."""
+        weight = next(self.model.parameters(), None)
+        return weight.device if weight is not None else torch.device("cpu")
 
     @property
     def embedding_size(self) -> int:
@@ -126,7 +138,7 @@ class FrameEmbedder:
         """What the model input of a clip depends on: equal keys, equal inputs (the task input cache's key)."""
         norm = self.normalisation
         stats = b"" if norm.per_clip else norm.bin_mean.tobytes() + norm.bin_std.tobytes()
-        return (self.preset.name, self.spec.n_mels, self.spec.patch_frames, norm.per_clip, stats)
+        return (INPUT_RULE, self.preset.name, self.spec.n_mels, self.spec.patch_frames, norm.per_clip, stats)
 
     def model_input(self, wave_16k: np.ndarray) -> np.ndarray:
         """Normalised log-mel rounded to whole patches: (frames, n_mels), frames % patch_frames == 0."""
@@ -136,9 +148,11 @@ class FrameEmbedder:
         mel = self.normalisation.apply(compute_features(wave, self.preset))
         patch = self.spec.patch_frames
         whole_patches, remainder = divmod(len(mel), patch)
-        # A trailing partial patch that is mostly padding would put a frame centre past the end
-        # of the clip: keep it only when at least half of it is real audio.
-        n_patches = max(1, whole_patches + (1 if 2 * remainder >= patch else 0))
+        # Mel frame j is centred at j * hop, and the last frame's centre is still inside the clip.
+        # A trailing partial patch is kept only when its centre, (P - 1) / 2 frames after its first
+        # frame, is a real frame: otherwise its timestamp would lie past the end of the audio
+        # (HEAR's validator refuses that), e.g. 1.01 s gives 102 frames and a patch centred at 1015 ms.
+        n_patches = max(1, whole_patches + (1 if 2 * remainder >= patch + 1 else 0))
         padded_frames = n_patches * patch
         mel = mel[:padded_frames]
         if padded_frames > len(mel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -88,3 +89,58 @@ def test_scene_embedding_is_mean_of_timestamp_embeddings(hear_model):
 def test_bad_audio_gets_a_clear_error(hear_model):
     with pytest.raises(ValueError, match="2-D torch tensor"):
         hear.get_scene_embeddings(torch.zeros(16_000), hear_model)
+
+
+def test_timestamps_lie_inside_the_audio_at_every_length_from_1_to_4_seconds(hear_model):
+    """HEAR's validator refuses a timestamp past the end of the audio; 1.00-4.00 s in 10 ms steps.
+
+    The rule that decides how many frames a clip gives is FrameEmbedder.model_input's, so the
+    sweep reads the frame count from it and runs the model itself on a few lengths.
+    """
+    embedder = hear_model.embedder
+    patch = embedder.spec.patch_frames
+    late = []
+    for hundredths in range(100, 401):
+        samples = hundredths * SAMPLE_RATE_HZ // 100
+        n_frames = len(embedder.model_input(np.zeros(samples, np.float32))) // patch
+        if embedder.frame_centres_ms(n_frames)[-1] > samples * 1000 / SAMPLE_RATE_HZ:
+            late.append(hundredths / 100)
+    assert late == []
+    for seconds in (1.01, 1.05, 2.33):  # each gave a timestamp 5 ms past the end before
+        _, timestamps = hear.get_timestamp_embeddings(_white_noise(1, seconds), hear_model)
+        assert timestamps[0, -1].item() <= seconds * 1000
+        assert seconds * 1000 - timestamps[0, -1].item() < 4 * 10.0  # and no more than a patch is lost
+
+
+class _SawInput(Exception):
+    pass
+
+
+class _InputRecorder(torch.nn.Module):
+    """mae-debug whose embed records the device its input arrived on, then stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = models.build_model("mae-debug")
+        self.spec = self.inner.spec
+        self.seen: list[torch.device] = []
+
+    def embed(self, mel: torch.Tensor) -> torch.Tensor:
+        self.seen.append(mel.device)
+        raise _SawInput
+
+
+def test_inputs_follow_the_model_when_it_moves_after_loading():
+    """HEAR's harness calls model.to(device) on what load_model returns; the audio must follow.
+
+    CI has no GPU, so the model moves to PyTorch's 'meta' device after it is wrapped, and its
+    embed records where the embedder sent the mel.
+    """
+    assert hear.load_model().embedder.device == torch.device("cpu")
+    recorder = _InputRecorder()
+    model = hear.HearModel(recorder, {"mel_mean": [0.0] * 64, "mel_std": [1.0] * 64})
+    model.to("meta")
+    assert model.embedder.device == torch.device("meta")
+    with pytest.raises(_SawInput):
+        hear.get_scene_embeddings(_white_noise(1, 1.0), model)
+    assert recorder.seen == [torch.device("meta")]
