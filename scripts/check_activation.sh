@@ -40,11 +40,11 @@ check "ray --version" "ray --version" 'version'
 check "mlflow --version" "mlflow --version" 'version'
 check "python -m sweeps.scaling --help (from $outside, outside the checkout)" \
   "cd $q_outside && python -m sweeps.scaling --help" '^usage:'
-# Several clones can share one venv (scripts/env.sh): its editable install must be this checkout's.
+# Each checkout's .venv holds its own editable install (scripts/env.sh): it must be this checkout's.
 check "outside the checkout, 'import sweeps' is this checkout's" \
   "cd $q_outside && found=\"\$(python -c 'import sweeps; print(sweeps.__file__)')\" &&
    { [ \"\$found\" = $q_init ] ||
-     { echo \"imports \$found: the shared venv's editable install points at another checkout;\"
+     { echo \"imports \$found: .venv's editable install points at another checkout;\"
        echo \"run \\\`source scripts/env.sh\\\` (or bash scripts/test.sh) here to re-point it\"; false; }; }"
 
 if [ "$failures" -gt 0 ]; then

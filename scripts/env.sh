@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by the README's commands: makes (once) and activates the project's virtual environment,
-# installs the project into it (editable) behind `.venv` at the repository root, installs the
-# Debian packages the pipeline needs, and puts the repository on PYTHONPATH.
+# Sourced by the README's commands: makes (once) the shared virtual environment of the pins, makes
+# this checkout's own `.venv` on top of it with the project installed editable, activates that,
+# installs the Debian packages the pipeline needs, and puts the repository on PYTHONPATH.
 # Safe to re-run: every step is skipped when its completion marker is present.
 # No `set -e` here: this file is sourced, and shell options would leak into an interactive shell.
 # Steps that must succeed say so with `|| return 1`; the calling scripts set -euo pipefail themselves.
@@ -47,38 +47,65 @@ make_venv() {
 }
 
 # `.venv` at the repository root (the ecosystem's convention, what editors and `source
-# .venv/bin/activate` look for) is a link to the pin-keyed venv above, so the README's one
-# activation line works in any new shell while fresh clones still reuse a finished install.
-link_repo_venv() {
-  local link="$REPO_ROOT/.venv" target
-  target="$(cd "$VENV_DIR" && pwd)" || return 1  # absolute, even for a relative AUDIOSCALE_VENV
-  if [ -L "$link" ]; then
-    # A link to another venv (the pins changed, or AUDIOSCALE_VENV did): follow the current one.
-    [ "$(readlink "$link")" = "$target" ] && return 0
-    ln -sfn "$target" "$link" || { echo "[env] cannot re-point $link at $target" >&2; return 1; }
-    echo "[env] re-pointed $link at $target"
-  elif [ -e "$link" ]; then
-    # A real directory here is either the venv itself (AUDIOSCALE_VENV=$REPO_ROOT/.venv) or the
-    # user's own: never delete it.
-    [ "$(cd "$link" && pwd -P)" = "$(cd "$target" && pwd -P)" ] && return 0
-    echo "[env] $link exists and is not a link to $target; leaving it alone" >&2
+# .venv/bin/activate` look for) is this checkout's own small venv: the same Python as the shared
+# venv above, whose site-packages it reads through a .pth line (so no second ~8 GB install), with
+# its own editable install of this checkout on top. Several clones and worktrees then never
+# interfere: each one's `import pipeline` is its own, whoever ran env.sh last. Only path lines
+# are read from the shared venv, never its .pth files, so an editable install that an older
+# checkout left there is ignored. The shared venv's commands (ray, mlflow, pytest, ...) get
+# copies in .venv/bin that run with this venv's Python.
+CHECKOUT_VENV="$REPO_ROOT/.venv"
+CHECKOUT_MARK="$CHECKOUT_VENV/.audioscale-checkout-venv"
+
+make_checkout_venv() {
+  if [ -L "$CHECKOUT_VENV" ]; then
+    rm -f "$CHECKOUT_VENV" && echo "[env] replacing the .venv link with this checkout's own venv"
+  elif [ -e "$CHECKOUT_VENV" ] && [ ! -f "$CHECKOUT_MARK" ]; then
+    echo "[env] $CHECKOUT_VENV exists and is not audioscale's; leaving it alone" >&2
     echo "[env] (move it away and re-run to get the project's environment behind .venv)" >&2
-  else
-    ln -s "$target" "$link" || { echo "[env] cannot create $link" >&2; return 1; }
+    return 1
   fi
+  local shared_site
+  shared_site="$("$VENV_DIR/bin/python" -I -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || return 1
+  if [ ! -f "$CHECKOUT_MARK" ] || [ "$(cat "$CHECKOUT_MARK")" != "$VENV_DIR" ]; then
+    echo "[env] making $CHECKOUT_VENV (this checkout's venv, reading $VENV_DIR)"
+    rm -rf "$CHECKOUT_VENV" && "$VENV_DIR/bin/python" -m venv --without-pip "$CHECKOUT_VENV" ||
+      { echo "[env] cannot make $CHECKOUT_VENV" >&2; return 1; }
+  fi
+  local own_site
+  own_site="$("$CHECKOUT_VENV/bin/python" -I -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || return 1
+  echo "$shared_site" >"$own_site/audioscale-shared-venv.pth" || return 1
+  link_shared_commands || return 1
+  echo "$VENV_DIR" >"$CHECKOUT_MARK"
 }
 
-# Installs the project itself into the venv, editable (`pip install -e .`): `python -m pipeline...`
-# then works from any directory (e.g. the entrypoint of `ray job submit`), and the stage CLIs of
-# pyproject's [project.scripts] land in the venv's bin/. --no-deps: the pins are already there;
-# --no-build-isolation: no download of a build environment, so setuptools>=68 (pyproject's
-# build-system) must be in the venv (70.1+ builds editable wheels without the `wheel` package).
-# Several clones share one pin-keyed venv, and the editable install can point at only one of them:
-# when it points at another checkout (or pyproject's entry points changed), re-point it at this
-# one. That takes a few seconds, and every script works from its own checkout anyway (PYTHONPATH
-# below and the current directory come before the editable finder on sys.path).
+# Each command of the shared venv, run by this venv's Python: a script's first line is rewritten
+# (pip does the same when it installs one); anything else (a binary such as ruff) is linked.
+link_shared_commands() {
+  local source name first
+  for source in "$VENV_DIR"/bin/*; do
+    name="$(basename "$source")"
+    case "$name" in python* | activate* | Activate.ps1) continue ;; esac
+    [ -e "$CHECKOUT_VENV/bin/$name" ] && [ ! -L "$CHECKOUT_VENV/bin/$name" ] &&
+      grep -q "^#!$CHECKOUT_VENV/bin/python" "$CHECKOUT_VENV/bin/$name" 2>/dev/null && continue
+    IFS= read -r first <"$source" || first=""
+    if [[ "$first" == "#!"*python* ]]; then
+      { echo "#!$CHECKOUT_VENV/bin/python"; tail -n +2 "$source"; } >"$CHECKOUT_VENV/bin/$name" &&
+        chmod +x "$CHECKOUT_VENV/bin/$name" || return 1
+    else
+      ln -sfn "$source" "$CHECKOUT_VENV/bin/$name" || return 1
+    fi
+  done
+}
+
+# Installs the project itself into the checkout's venv, editable (`pip install -e .`): `python -m
+# pipeline...` then works from any directory (e.g. the entrypoint of `ray job submit`), and the
+# stage CLIs of pyproject's [project.scripts] land in .venv/bin. --no-deps: the pins are in the
+# shared venv; --no-build-isolation: no download of a build environment, so setuptools>=68
+# (pyproject's build-system) must be in the shared venv (70.1+ builds editable wheels without the
+# `wheel` package). Re-installed when pyproject's entry points changed.
 editable_install_current() {
-  "$VENV_DIR/bin/python" -I - "$REPO_ROOT" <<'PY'
+  "$CHECKOUT_VENV/bin/python" -I - "$REPO_ROOT" <<'PY'
 import importlib.metadata as md, importlib.util, json, sys, tomllib
 from pathlib import Path
 repo = Path(sys.argv[1]).resolve()
@@ -100,11 +127,8 @@ PY
 }
 
 install_project() {
-  (
-    # One install at a time per venv (clones sharing it may run env.sh together).
-    flock -w 600 9 || { echo "[env] timed out waiting for $VENV_DIR/.install.lock" >&2; exit 1; }
-    editable_install_current && exit 0
-    "$VENV_DIR/bin/python" -I -c '
+  editable_install_current && return 0
+  "$VENV_DIR/bin/python" -I -c '
 import sys, setuptools
 v = tuple(int(p) for p in setuptools.__version__.split(".")[:2])
 try:
@@ -113,23 +137,28 @@ try:
 except ImportError:
     has_wheel = False
 sys.exit(0 if v >= (70, 1) or (v >= (68, 0) and has_wheel) else 1)' 2>/dev/null ||
-      { echo "[env] upgrading setuptools in $VENV_DIR (pyproject's build-system needs >=68)" &&
-        "$VENV_DIR/bin/python" -m pip install -q "setuptools>=70.1"; } ||
-      { echo "[env] installing setuptools>=70.1 into $VENV_DIR failed" >&2; exit 1; }
-    echo "[env] installing audioscale (editable) from $REPO_ROOT into $VENV_DIR"
-    # The build backend's warnings go to the log (shown when the install fails).
-    "$VENV_DIR/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$REPO_ROOT" \
-      >"$VENV_DIR/.install.log" 2>&1 ||
-      { cat "$VENV_DIR/.install.log" >&2; echo "[env] pip install -e $REPO_ROOT failed" >&2; exit 1; }
-  ) 9>"$VENV_DIR/.install.lock"
+    (
+      # One upgrade of the shared venv at a time (clones sharing it may run env.sh together).
+      flock -w 600 9 || { echo "[env] timed out waiting for $VENV_DIR/.install.lock" >&2; exit 1; }
+      echo "[env] upgrading setuptools in $VENV_DIR (pyproject's build-system needs >=68)"
+      "$VENV_DIR/bin/python" -m pip install -q "setuptools>=70.1"
+    ) 9>"$VENV_DIR/.install.lock" ||
+    { echo "[env] installing setuptools>=70.1 into $VENV_DIR failed" >&2; return 1; }
+  echo "[env] installing audioscale (editable) from $REPO_ROOT into $CHECKOUT_VENV"
+  # pip runs from the shared venv's files but installs into this venv (sys.prefix); the build
+  # backend's warnings go to the log (shown when the install fails).
+  "$CHECKOUT_VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$REPO_ROOT" \
+    >"$CHECKOUT_VENV/.install.log" 2>&1 ||
+    { cat "$CHECKOUT_VENV/.install.log" >&2; echo "[env] pip install -e $REPO_ROOT failed" >&2; return 1; }
+  link_shared_commands
 }
 
 install_debian_packages || return 1
 make_venv || return 1
+make_checkout_venv || return 1
 install_project || return 1
-link_repo_venv || return 1
 # shellcheck disable=SC1091
-source "$VENV_DIR/bin/activate"
+source "$CHECKOUT_VENV/bin/activate"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # One auth mode for every Ray process on this machine (stack.md: mixed modes fail).
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
 import subprocess
 import tomllib
 from importlib.util import find_spec
@@ -55,3 +57,102 @@ def test_dev_extra_matches_requirements_dev():
     assert PYPROJECT["project"]["optional-dependencies"]["dev"] == wanted
     assert any(line.strip() == "-r requirements.txt" for line in lines)
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
+
+
+def _copy_checkout(destination: Path) -> Path:
+    """The checkout's files as they are now (tracked and new, committed or not), without .venv."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (entry.decode() for entry in listed)):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def _imported_from(checkout: Path, tmp_path: Path) -> str:
+    """Where `import pipeline` resolves in a clean new shell after the checkout's activation line,
+    run from outside any checkout (only the editable install can find it there)."""
+    done = subprocess.run(
+        [
+            "env",
+            "-i",
+            f"HOME={os.environ['HOME']}",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            f"{ACTIVATE.replace('.venv', str(checkout / '.venv'))} && cd {tmp_path} && "
+            "python -c 'import pipeline; print(pipeline.__file__)'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_two_checkouts_on_one_machine_each_run_their_own_code(tmp_path):
+    """Clones share the pinned packages but never each other's code: each has its own .venv with its
+    own editable install, so making the environment in one leaves the other's untouched."""
+    first = _copy_checkout(tmp_path / "first")
+    second = _copy_checkout(tmp_path / "second")
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("VIRTUAL_ENV", "PYTHON"))}
+    for checkout in (first, second):  # the second one last: it once took the shared install over
+        made = subprocess.run(
+            ["bash", "-c", "source scripts/env.sh"], cwd=checkout, env=environment, capture_output=True, text=True
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert (checkout / ".venv").is_dir() and not (checkout / ".venv").is_symlink()
+    assert _imported_from(first, tmp_path) == str(first / "pipeline" / "__init__.py")
+    assert _imported_from(second, tmp_path) == str(second / "pipeline" / "__init__.py")
+    # Small: the pinned packages are read from the shared venv, not installed again.
+    size = sum(path.stat().st_size for path in (first / ".venv").rglob("*") if path.is_file() and not path.is_symlink())
+    assert size < 5_000_000
+
+
+# Standard-library names newer than Python 3.11 (what's new in 3.12 and 3.13), found by name.
+NEWER_THAN_311 = {
+    ("itertools", "batched"),
+    ("typing", "override"),
+    ("typing", "TypeAliasType"),
+    ("warnings", "deprecated"),
+    ("copy", "replace"),
+    ("calendar", "Month"),
+}
+
+
+def test_requires_python_covers_311_to_313_and_the_code_uses_nothing_newer_than_311():
+    """pip refused Python 3.12 and 3.13 (Ubuntu 24.04's and the GPU machines'), although the pins
+    publish wheels for both (`pip install --dry-run --only-binary=:all: --python-version 3.13 -r
+    requirements-dev.txt` resolves); the code must still run on 3.11, the oldest allowed."""
+    from packaging.specifiers import SpecifierSet
+
+    allowed = SpecifierSet(PYPROJECT["project"]["requires-python"])
+    assert all(version in allowed for version in ("3.11.2", "3.12.3", "3.13.1"))
+    assert "3.10.12" not in allowed
+    files = [
+        path
+        for root in ("pipeline", "models", "sweeps", "benchmarks", "tests", "scripts")
+        for path in (REPO_ROOT / root).rglob("*.py")
+    ]
+    assert len(files) > 300
+    for path in files:
+        tree = ast.parse(path.read_text(), filename=str(path), feature_version=(3, 11))  # 3.12+ syntax fails
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                used = {(node.module, alias.name) for alias in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                used = {(node.value.id, node.attr)}
+            else:
+                continue
+            assert not used & NEWER_THAN_311, (
+                f"{path.relative_to(REPO_ROOT)}:{node.lineno} uses {used & NEWER_THAN_311}"
+            )
