@@ -18,6 +18,7 @@ from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.linear import LinearProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SCENE_PROBES, SceneProbe, scene_probe
 from pipeline.evaluate.run import DEFAULT_TASK_RANKME_N
+from pipeline.rankme.pool import MIN_POOL_CROPS
 
 NO_LID_HEAD = "none"
 
@@ -119,8 +120,14 @@ class EvaluateConfig:
 
     def check_counts(self) -> None:
         """Refuse non-positive counts before any model is loaded (both CLIs that use this config call it)."""
-        if self.seeds < 1 or self.task_rankme_n < 1 or (self.rankme_n is not None and self.rankme_n < 1):
-            raise SystemExit("--seeds, --rankme-n and --task-rankme-n must be positive")
+        if self.seeds < 1:
+            raise SystemExit(f"--seeds must be positive, got {self.seeds}")
+        for name, value in (("--rankme-n", self.rankme_n), ("--task-rankme-n", self.task_rankme_n)):
+            if value is not None and value < MIN_POOL_CROPS:
+                raise SystemExit(
+                    f"{name} must be at least {MIN_POOL_CROPS}, got {value}: the RankMe of one embedding is 1 "
+                    "whatever the model (a pool under 8 x the embedding width is recorded as capped)"
+                )
         if self.workers is not None and self.workers < 1:
             raise SystemExit("--workers must be positive")
 

@@ -26,6 +26,7 @@ from pipeline.cli_flags import (
 )
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
 from pipeline.pretrain.resources import default_worker_cpus
+from pipeline.rankme.pool import MIN_POOL_CROPS
 from pipeline.tracking.setup import resolve_tracking_uri
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
@@ -34,8 +35,6 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
 CHECKPOINT_UPLOADS = ("sync", "async")  # ray.train.CheckpointUploadMode (pipeline.pretrain.checkpoint_report)
 PRECISIONS = ("fp32", "bf16")  # of the forward pass (pipeline.pretrain.step.autocast_for)
-# A RankMe pool of one crop has exactly one non-zero singular value, so RankMe is 1 for any model.
-MIN_RANKME_N = 2
 
 
 def _placement_from_spread(spread: bool) -> str:
@@ -209,9 +208,9 @@ class PretrainConfig:
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
                 raise ValueError(f"{_flag(name)} must be at least {lowest}, got {getattr(self, name)}")
-        if self.rankme_n is not None and self.rankme_n < MIN_RANKME_N:
+        if self.rankme_n is not None and self.rankme_n < MIN_POOL_CROPS:
             raise ValueError(
-                f"{_flag('rankme_n')} must be at least {MIN_RANKME_N}, got {self.rankme_n}: the RankMe of one embedding "
+                f"{_flag('rankme_n')} must be at least {MIN_POOL_CROPS}, got {self.rankme_n}: the RankMe of one embedding "
                 "is 1 whatever the model (a pool under 8 x the embedding width is recorded as capped)"
             )
         if self.crop_frames is not None and self.crop_frames < 1:

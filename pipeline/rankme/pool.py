@@ -44,6 +44,9 @@ PAPER_RANKME_N = 30_000  # Deng et al., Sec. III-C and App. A: 30,000 randomly s
 # Not from the paper: our floor for a comparable value. At N = 8 K an isotropic Gaussian's RankMe is
 # within ~1% of its large-N value (reference/evaluation.md: K=768, N=8192 -> 759 of 765).
 MIN_SAMPLES_PER_FEATURE = 8
+# A pool of one crop has exactly one non-zero singular value, so its RankMe is 1 for any model:
+# every command refuses a smaller pool than this.
+MIN_POOL_CROPS = 2
 POOL_SEED = 1_000_003  # fixed, independent of every training seed: all trials share the pool
 # Crops held at once while a pool is embedded (as mel crops here, as audio in
 # pipeline.rankme.waveform_pool's readers): 64 x 10 s x 32 kHz float32 audio is 82 MB.

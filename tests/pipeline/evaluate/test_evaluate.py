@@ -190,3 +190,10 @@ def test_help_explains_the_schedules_and_bad_overrides_are_refused(tmp_path, cap
         main(["--checkpoint", checkpoint, "--probe", "quick", "--grid-points", "9"])
     with pytest.raises(SystemExit, match="must be positive"):
         main(["--checkpoint", checkpoint, "--patience", "0"])
+
+
+@pytest.mark.parametrize("flag", ["--rankme-n", "--task-rankme-n"])
+def test_a_rankme_pool_of_one_crop_is_refused_before_any_model_loads(tmp_path, flag):
+    """RankMe of one embedding is 1 whatever the model: evaluate refuses it as pretrain does."""
+    with pytest.raises(SystemExit, match=f"{flag} must be at least 2, got 1"):
+        main(["--checkpoint", str(tmp_path / "never-read"), flag, "1"])

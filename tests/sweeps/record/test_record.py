@@ -67,6 +67,18 @@ def test_a_trial_record_reads_back_equal(tracking_uri):
     assert all(map(math.isnan, back.checkpoint_points[50].q_ci))  # no interval at that checkpoint
 
 
+def test_a_trial_logs_one_rankme_and_one_q_per_evaluated_step(tracking_uri):
+    """MLflow's own chart of Q against R pairs the i-th values: a second R at the last step shifted
+    every pair by one (a trial had 9 R values against 8 Q)."""
+    record = _trial("mask0.70", 0.7)
+    run = _run(tracking_uri, "one-trial")
+    record.write(run)
+    history = tracking.read_run(tracking_uri, run.run_id)["metrics"]
+    assert [step for step, _ in history["rankme"]] == [0, 50, 100]
+    assert [step for step, _ in history["q"]] == [0, 50, 100]
+    assert dict(history["rankme"])[100] == pytest.approx(21.0)
+
+
 def test_checkpoint_points_read_back_equal_at_their_steps(tracking_uri):
     points = {7: CheckpointPoint(rankme=11.0, q=0.4, task_scores={"tones": 0.45}, q_ci=(0.38, 0.42)),
               14: CheckpointPoint(rankme=12.0, q=0.5)}  # fmt: skip
