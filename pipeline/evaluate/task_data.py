@@ -161,6 +161,25 @@ def encode_targets(task: TaskInfo, labels_per_file: list[list[str]]) -> np.ndarr
     return np.array([index[file_labels[0]] for file_labels in labels_per_file], dtype=np.int64)
 
 
+def check_task_files(task: TaskInfo) -> int:
+    """Every split the probe needs has its label file, with known labels and audio for each clip
+    listed; returns the number of clips. Reads labels and file names only, no audio: a study's
+    preflight runs it so a missing `test.json` is found before any training, not after it."""
+    clips = 0
+    for split in sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)}):
+        labels = read_split_labels(task, split)
+        if not labels:
+            raise TaskFormatError(f"{task.directory}/{split}.json lists no clips; the probe needs every split")
+        missing = [name for name in labels if not split_audio_path(task, split, name).is_file()]
+        if missing:
+            raise TaskFormatError(
+                f"{task.directory}/{HEAR_SAMPLE_RATE_HZ}/{split}/ lacks {len(missing)} clip(s) that {split}.json "
+                f"lists, e.g. {missing[0]}"
+            )
+        clips += len(labels)
+    return clips
+
+
 def list_task_dirs(tasks_dir: str | Path, names: list[str] | None = None) -> list[Path]:
     """Task directories under `tasks_dir`, optionally only `names` (unknown names are an error)."""
     root = Path(tasks_dir)

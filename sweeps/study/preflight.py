@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.evaluate.task_data import check_task_files, list_task_dirs, read_task_info
 from pipeline.tracking import runs as tracking
 from sweeps.study.config import StudyConfig
 
@@ -36,7 +36,7 @@ def check_study_inputs(config: StudyConfig) -> None:
 def _check_tasks(tasks_dir: Path) -> None:
     try:
         for task_dir in list_task_dirs(tasks_dir):
-            read_task_info(task_dir)
+            check_task_files(read_task_info(task_dir))
     except ValueError as error:
         raise ValueError(f"--tasks {tasks_dir}: {error}") from error
 

@@ -66,3 +66,20 @@ def test_unreachable_tracking_server_is_refused_in_seconds(tmp_path):
 def test_more_gpus_than_the_machine_has_are_refused(tmp_path, tracking_uri):
     with pytest.raises(ValueError, match="--gpus-per-trial 64"):
         check_study_inputs(_config(tmp_path, tracking_uri, gpus_per_trial=64))
+
+
+def test_a_task_without_its_test_split_is_refused_before_any_training(tmp_path, tracking_uri):
+    tasks = build_tiny_tasks(tmp_path / "tasks")
+    task = sorted(path.parent for path in tasks.glob("*/task_metadata.json"))[0]
+    (task / "test.json").unlink()
+    with pytest.raises(ValueError, match=rf"--tasks .*{task.name}/test.json"):
+        check_study_inputs(_config(tmp_path, tracking_uri, tasks_dir=str(tasks)))
+
+
+def test_a_split_whose_audio_is_missing_is_refused(tmp_path, tracking_uri):
+    tasks = build_tiny_tasks(tmp_path / "tasks")
+    task = sorted(path.parent for path in tasks.glob("*/task_metadata.json"))[0]
+    clip = sorted((task / "16000" / "valid").iterdir())[0]
+    clip.unlink()
+    with pytest.raises(ValueError, match=rf"lacks 1 clip\(s\) that valid.json lists, e.g. {clip.name}"):
+        check_study_inputs(_config(tmp_path, tracking_uri, tasks_dir=str(tasks)))
