@@ -39,6 +39,7 @@ from pipeline.ray_session import connect_ray
 from pipeline.shards.format import read_manifest
 from pipeline.shards.integrity import describe_part_files
 from pipeline.shards.location import locate_shards
+from pipeline.writable import check_writable_dir
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
@@ -213,6 +214,7 @@ def run_prep(config: PrepConfig) -> PrepResult:
     get_preset(config.preset_name)  # an unknown preset fails before anything is listed or locked
     if config.segment_s <= 0:
         raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
+    check_writable_dir(config.output_dir, what="--output")  # before the inputs are listed and decoded
     listing = list_inputs(config.input_path)
     selected = listing.inputs
     if config.max_hours is not None:

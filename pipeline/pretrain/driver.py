@@ -28,7 +28,7 @@ from ray.train.torch import TorchTrainer
 
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.cli_errors import UserError
-from pipeline.paths import shards_dir_for
+from pipeline.paths import default_ray_storage_dir, shards_dir_for
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
@@ -48,8 +48,10 @@ from pipeline.tracking.runs import (
     CODE_VERSION_ENV,
     code_version,
     read_run,
+    resolve_tracking_uri,
     start_or_resume_run,
 )
+from pipeline.writable import check_local_store, check_writable_dir
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -83,6 +85,10 @@ def run_pretraining(
     TuneReportCallback in a study trial)."""
     # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
     model = model or config.describe_model()
+    check_local_store(resolve_tracking_uri(config.tracking_uri))
+    storage = config.storage_path or str(default_ray_storage_dir())
+    if "://" not in storage:
+        check_writable_dir(storage, what="--storage-path")
     shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
     manifest = _read_manifest_naming_it(shards_dir)
     check_shards_match_model(shards_dir, manifest, model.spec)

@@ -30,6 +30,7 @@ from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, t
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
+from pipeline.writable import check_local_store
 
 # MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
 # reads this experiment tag (values in its bundle: "genai_development", "custom_model_development",
@@ -41,7 +42,11 @@ MAX_PARAM_CHARS = 6000
 
 
 def check_store(uri: str) -> None:
-    """Raise ValueError naming the URI unless the MLflow store answers (a server: within 5 s)."""
+    """Raise ValueError naming the URI unless the MLflow store answers (a server: within 5 s).
+
+    A local store must be writable first: MLflow retries a read-only SQLite file for ~2 minutes
+    and then ends in a long SQLAlchemy traceback."""
+    check_local_store(uri)
     parsed = urllib.parse.urlparse(uri)
     try:
         if parsed.scheme in ("http", "https"):  # MLflow's client retries a dead server for minutes

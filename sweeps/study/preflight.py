@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pipeline.evaluate.task_data import check_task_files, list_task_dirs, read_task_info
 from pipeline.tracking import runs as tracking
+from pipeline.writable import check_writable_dir
 from sweeps.study.config import StudyConfig
 
 
@@ -25,9 +26,9 @@ def check_study_inputs(config: StudyConfig) -> None:
                 f"--corpus {corpus}: no audio files there; pass a directory of audio (or leave --corpus "
                 "out for the embedded corpus)"
             )
-    for flag, place in (("--storage-path", config.storage_path), ("shards root", config.shards_root)):
-        if place is not None and "://" not in place and Path(place).exists() and not Path(place).is_dir():
-            raise ValueError(f"{flag} {place} is a file, not a directory")
+    for flag, place in (("--storage-path", config.storage_path), ("the shards folder", config.shards_root)):
+        if place is not None and "://" not in place:
+            check_writable_dir(place, what=flag)  # a file there, read-only or full: one line, now
     if config.address is None and config.gpus_per_trial > 0:
         _check_local_gpus(config.gpus_per_trial)
     tracking.check_store(tracking.resolve_tracking_uri(config.tracking_uri))
