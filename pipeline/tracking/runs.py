@@ -66,6 +66,10 @@ def _artifact_location(tracking_uri: str) -> str | None:
     return None  # a tracking server decides where artifacts go
 
 
+def set_experiment_tag(tracking_uri: str, experiment_id: str, key: str, value: str) -> None:
+    mlflow.MlflowClient(tracking_uri).set_experiment_tag(experiment_id, key, value)
+
+
 def get_or_create_experiment(tracking_uri: str, experiment_name: str) -> str:
     """The id of `experiment_name`, created (with an absolute artifact location) when missing, and
     tagged as a model-training experiment (one made before that tag existed is tagged now)."""

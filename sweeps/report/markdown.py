@@ -177,11 +177,12 @@ def _task_scores_section(trials: pd.DataFrame) -> list[str]:
 
 
 def figures_markdown(figure_names: list[str], sources: dict[str, str] | None = None) -> list[str]:
-    """One embedded image per figure (`![caption](source)`), each followed by a link to its file."""
+    """One embedded image per figure (`![caption](source)`), each followed by its file's name in the
+    run's artifacts (a relative link would resolve against the UI page, not the artifact folder)."""
     lines = []
     for name in figure_names:
         caption = FIGURE_CAPTIONS.get(name, name)
-        lines += [f"![{caption}]({(sources or {}).get(name, name)})", "", f"[{name}]({name})", ""]
+        lines += [f"![{caption}]({(sources or {}).get(name, name)})", "", f"file: `laws/{name}`", ""]
     return lines
 
 

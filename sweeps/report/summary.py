@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from sweeps.record.keys import Q_METRIC, TASK_SCORE_PREFIX
+from sweeps.record.view import study_view_url
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.comparisons import Comparisons, baseline_lines, gain_interval, initialisation_lines
 from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
@@ -20,6 +21,7 @@ from sweeps.report.study_info import StudyInfo, rankme_axis_label
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one
 
 MLFLOW_UI_PORT = 5000
+LOCAL_UI_ROOT = f"http://127.0.0.1:{MLFLOW_UI_PORT}"  # where the printed `mlflow ui` command serves
 
 
 def _ci_text(fit, key: str) -> str:
@@ -107,11 +109,25 @@ def summary_lines(
 
 
 def mlflow_ui_lines(
-    tracking_uri: str, experiment_id: str, bin_dir: str | Path, *, port: int = MLFLOW_UI_PORT
+    tracking_uri: str,
+    experiment_id: str,
+    bin_dir: str | Path,
+    *,
+    view_key: str | None = None,
+    port: int = MLFLOW_UI_PORT,
 ) -> list[str]:
-    """A command that works as printed (`mlflow` lives in the venv, not on PATH) and the URL to open."""
+    """A command that works as printed (`mlflow` lives in the checkout's .venv, not on PATH) and the
+    URL of the study's runs table (sweeps.record.view); a tracking server serves the UI itself."""
+
+    def url(root: str) -> str:
+        if view_key is None:
+            return f"{root.rstrip('/')}/#/experiments/{experiment_id}"
+        return study_view_url(root, experiment_id, view_key)
+
+    if tracking_uri.startswith(("http://", "https://")):
+        return [f"open the study in MLflow: {url(tracking_uri)}"]
     mlflow = Path(bin_dir) / "mlflow"
     return [
         f"open the study in MLflow: {mlflow} ui --backend-store-uri {tracking_uri} --port {port}",
-        f"  then browse http://127.0.0.1:{port}/#/experiments/{experiment_id}",
+        f"  then browse {url(f'http://127.0.0.1:{port}')}",
     ]

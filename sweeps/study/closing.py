@@ -10,7 +10,9 @@ from typing import Any
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.study import read_study_settings
+from sweeps.record.view import write_study_view
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
+from sweeps.study.grids import parse_grid_names
 from sweeps.study.tracking import study_info
 
 
@@ -32,4 +34,11 @@ def closing_lines(outcome: Any, *, tracking_uri: str, bin_dir: str | Path) -> li
         )
     lines += summary_lines(outcome.table, outcome.fits, info, outcome.comparisons)
     experiment_id = tracking.get_or_create_experiment(tracking_uri, STUDY_EXPERIMENT)
-    return lines + mlflow_ui_lines(tracking_uri, experiment_id, bin_dir)
+    key = write_study_view(
+        tracking_uri,
+        experiment_id,
+        study_name=outcome.study_name,
+        study_run_id=outcome.parent_run_id,
+        grid_names=parse_grid_names(info.grid) if info.grid else [],
+    )
+    return lines + mlflow_ui_lines(tracking_uri, experiment_id, bin_dir, view_key=key)

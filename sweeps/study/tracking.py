@@ -24,10 +24,11 @@ from sweeps.report.early_stop_markdown import replay_early_stop
 from sweeps.report.external_points import external_points_lines
 from sweeps.report.figures import study_figures
 from sweeps.report.fits import StudyFits, fit_study_laws
+from sweeps.report.html import figure_png, markdown_to_html, png_data_uri
 from sweeps.report.markdown import fit_table_markdown, study_markdown
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo
-from sweeps.report.summary import summary_lines
+from sweeps.report.summary import LOCAL_UI_ROOT, summary_lines
 from sweeps.report.task_laws import task_law_metrics
 from sweeps.study.law_metrics import disagreement_tags, law_metrics, log_frontier
 
@@ -127,16 +128,24 @@ def log_study_analysis(
     figures = study_figures(table, fits, info, external=external, baselines=baselines)
     for file_name, figure in figures.items():
         tracking.log_figure(run, figure, f"{REPORT_DIR}/{file_name}")
-    # The UI's pages live at its root; an image loads from its get-artifact route (a path relative to
-    # report.md would resolve against the UI page, not the artifact folder).
-    sources = {name: tracking.artifact_download_path(run, f"{REPORT_DIR}/{name}") for name in figures}
-    report = study_markdown(
-        study.name, table, fits, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction,
-        info=info, figure_sources=sources,
-    )  # fmt: skip
-    markdown = "\n\n".join([report, *external_points_lines(external), *extra_sections])
-    tracking.log_text(run, markdown, f"{REPORT_DIR}/report.md")
-    return fits, markdown
+    # MLflow's markdown viewer loads an image only from an absolute URL: the UI's get-artifact route
+    # at the address the study prints (a tracking server's own, or `mlflow ui`'s default). The HTML
+    # report carries its figures inside the file and shows them wherever the UI runs.
+    ui_root = run.tracking_uri if run.tracking_uri.startswith(("http://", "https://")) else LOCAL_UI_ROOT
+    sources = {name: f"{ui_root.rstrip('/')}/{tracking.artifact_download_path(run, f'{REPORT_DIR}/{name}')}"
+               for name in figures}  # fmt: skip
+    inline = {name: png_data_uri(figure_png(figure)) for name, figure in figures.items()}
+    reports = {}
+    for kind, figure_sources in (("md", sources), ("html", inline)):
+        report = study_markdown(
+            study.name, table, fits, list(figures), keep_fraction=keep_fraction, check_fraction=check_fraction,
+            info=info, figure_sources=figure_sources,
+        )  # fmt: skip
+        reports[kind] = "\n\n".join([report, *external_points_lines(external), *extra_sections])
+    tracking.log_text(run, reports["md"], f"{REPORT_DIR}/report.md")
+    title = f"Scaling study {study.name}"
+    tracking.log_text(run, markdown_to_html(reports["html"], title=title), f"{REPORT_DIR}/report.html")
+    return fits, reports["md"]
 
 
 def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap: int = 200) -> str:

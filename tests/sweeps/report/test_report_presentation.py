@@ -259,9 +259,15 @@ def test_summary_pairs_the_best_point_with_its_initialisation_and_the_measured_b
 
 
 def test_mlflow_command_works_as_printed(tmp_path):
-    lines = mlflow_ui_lines("sqlite:////data/mlflow.db", "3", tmp_path / "venv" / "bin")
+    lines = mlflow_ui_lines("sqlite:////data/mlflow.db", "3", tmp_path / "venv" / "bin", view_key="audioscale-s")
     assert lines[0].endswith(f"{tmp_path}/venv/bin/mlflow ui --backend-store-uri sqlite:////data/mlflow.db --port 5000")
-    assert lines[1].strip() == "then browse http://127.0.0.1:5000/#/experiments/3"
+    url = "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=audioscale-s"
+    assert lines[1].strip() == f"then browse {url}"
+    # A tracking server serves the UI: its own address, no command to start one.
+    (line,) = mlflow_ui_lines("http://mlflow.lab:5000", "3", tmp_path, view_key="audioscale-s")
+    assert line.endswith(
+        "http://mlflow.lab:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=audioscale-s"
+    )
 
 
 def test_labels_of_crowded_final_checkpoints_do_not_overlap():
