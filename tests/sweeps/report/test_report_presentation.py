@@ -170,11 +170,11 @@ def test_informative_intervals_are_drawn_as_error_bars():
     assert "Q 95% interval" in figure.axes[0].get_legend_handles_labels()[1]
 
 
-def test_report_embeds_figures_as_images_with_a_link_to_each_file():
+def test_report_embeds_figures_as_images_with_each_file_named():
     sources = {"quality_vs_rankme.png": "get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid=abc"}
     lines = figures_markdown(["quality_vs_rankme.png", "early_rankme_vs_final_q.png"], sources)
     assert lines[0] == "![Q(R)](get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid=abc)"
-    assert "[quality_vs_rankme.png](quality_vs_rankme.png)" in lines
+    assert "file: `laws/quality_vs_rankme.png`" in lines
     assert "![early RankMe vs final Q](early_rankme_vs_final_q.png)" in lines  # relative by default
 
 

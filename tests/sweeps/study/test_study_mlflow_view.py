@@ -4,6 +4,7 @@ and closing lines whose command works as printed."""
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from sweeps.laws.forms import SaturatingLaw
 from sweeps.record.keys import STUDY_EXPERIMENT, child_run_name
 from sweeps.record.study import read_study
 from sweeps.record.trial import TrialRecord
+from sweeps.record.view import SHARED_VIEW_TAG_PREFIX, view_key
 from sweeps.study.closing import closing_lines
 from sweeps.study.driver import StudyOutcome
 from sweeps.study.tracking import log_study_analysis
@@ -96,11 +98,23 @@ def test_study_run_description_is_the_summary_and_laws_follow_the_grid(study):
 def test_report_embeds_its_figures_from_the_same_artifact_folder(study):
     uri, parent, _, _, markdown = study
     artifacts = tracking.list_artifacts(uri, parent.run_id, "laws")
-    assert {"laws/report.md", "laws/quality_vs_rankme.png"} <= set(artifacts)
+    assert {"laws/report.md", "laws/report.html", "laws/quality_vs_rankme.png"} <= set(artifacts)
     assert "laws/quality_vs_scale.png" not in artifacts  # a mask-ratio study has no scale law
-    src = f"get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid={parent.run_id}"
-    assert f"![Q(R)]({src})" in markdown and "[quality_vs_rankme.png](quality_vs_rankme.png)" in markdown
+    # MLflow's markdown viewer shows an image only from an absolute URL: the printed UI address.
+    src = f"http://127.0.0.1:5000/get-artifact?path=laws%2Fquality_vs_rankme.png&run_uuid={parent.run_id}"
+    assert f"![Q(R)]({src})" in markdown and "file: `laws/quality_vs_rankme.png`" in markdown
+    assert "](quality_vs_rankme.png)" not in markdown  # a relative link resolves against the UI page: 404
     assert "| mask0.70 | 41.00 |" in markdown and "n/a (2 seeds)" in markdown
+
+
+def test_the_html_report_carries_its_figures_inside_the_file(study, tmp_path):
+    uri, parent = study[:2]
+    page = tracking.download_artifacts(uri, parent.run_id, "laws/report.html", tmp_path / "html")
+    text = Path(page).read_text()
+    figures = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">', text)
+    assert [alt for alt, _ in figures][:1] == ["Q(R)"]
+    assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for _, data in figures)
+    assert "<td>mask0.70</td><td>41.00</td>" in text and "<h2>Figures</h2>" in text
 
 
 def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_path):
@@ -116,4 +130,8 @@ def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_pat
     assert "Q(R) fit: q_inf" in text and "baselines: none measured for this study" in text
     experiment_id = tracking.get_or_create_experiment(uri, STUDY_EXPERIMENT)
     assert f"{Path(tmp_path) / 'bin' / 'mlflow'} ui --backend-store-uri {uri} --port 5000" in text
-    assert text.endswith(f"http://127.0.0.1:5000/#/experiments/{experiment_id}")
+    key = view_key(STUDY)
+    assert text.endswith(
+        f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={key}"
+    )
+    assert SHARED_VIEW_TAG_PREFIX + key in tracking.experiment_tags(uri, STUDY_EXPERIMENT)
