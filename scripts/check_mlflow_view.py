@@ -1,0 +1,228 @@
+"""Looks at a finished study in the MLflow UI with a real browser, as a person would, and says what it saw.
+
+    python scripts/check_mlflow_view.py --home ~/audioscale --study mask_ratio-cpu_default --out /tmp/view
+
+Starts `mlflow ui` on the study's store as the study's closing lines print it (127.0.0.1:5000), opens headless Chromium (the
+Debian package `chromium`) through its DevTools protocol and checks:
+1. the URL the study prints opens the runs table of the study's experiment, not the GenAI pages:
+   each trial of the study is a row, with the columns q, rankme, the grid axis and the trial status;
+2. `laws/report.html` in the artifact viewer shows its figures: every image inside the viewer's
+   frame has loaded (a non-zero natural width);
+3. `laws/report.md` in the artifact viewer shows its figures as images, not as literal text.
+Screenshots of the three pages go to --out. Exits 1 naming what failed. Not part of the test
+suite (CI has no browser); docs/studies.md says when to run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from pipeline.tracking import runs as tracking  # noqa: E402
+from sweeps.record.keys import REPORT_DIR, STUDY_EXPERIMENT  # noqa: E402
+from sweeps.record.view import study_view_url, view_key  # noqa: E402
+from sweeps.report.summary import MLFLOW_UI_PORT  # noqa: E402
+
+SETTLE_S = 12.0  # the UI is a single-page app: time for its requests and rendering
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"check_mlflow_view: nothing answered at {url} within {seconds:.0f} s")
+
+
+class Browser:
+    """One Chromium tab driven over the DevTools protocol."""
+
+    def __init__(self, session: aiohttp.ClientSession, socket_url: str) -> None:
+        self.session, self.socket_url, self.next_id = session, socket_url, 0
+
+    async def __aenter__(self) -> Browser:
+        self.ws = await self.session.ws_connect(self.socket_url, max_msg_size=0)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.ws.close()
+
+    async def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        await self.ws.send_str(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        async for message in self.ws:
+            reply = json.loads(message.data)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+        raise RuntimeError(f"{method}: the browser closed the connection")
+
+    async def open(self, url: str) -> None:
+        # A new document each time: a change of the URL's #fragment alone does not make the
+        # single-page app show another artifact.
+        await self.call("Page.navigate", url="about:blank")
+        await self.call("Page.navigate", url=url)
+        await asyncio.sleep(SETTLE_S)
+
+    async def evaluate(self, expression: str, context_id: int | None = None):
+        extra = {"contextId": context_id} if context_id is not None else {}
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, **extra)
+        return result["result"].get("value")
+
+    async def screenshot(self, path: Path) -> None:
+        shot = await self.call("Page.captureScreenshot", format="png")
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    async def in_child_frames(self, expression: str) -> list:
+        """`expression` evaluated in each child frame (the artifact viewer's HTML iframe)."""
+        tree = (await self.call("Page.getFrameTree"))["frameTree"]
+        values = []
+        for child in tree.get("childFrames", []):
+            world = await self.call("Page.createIsolatedWorld", frameId=child["frame"]["id"])
+            values.append(await self.evaluate(expression, world["executionContextId"]))
+        return values
+
+
+async def check_runs_table(browser: Browser, url: str, trials: list[str], grid: list[str], out: Path) -> list[str]:
+    await browser.open(url)
+    await browser.screenshot(out / "runs_table.png")
+    text = await browser.evaluate("document.body.innerText") or ""
+    failures = [f"runs table: no row for trial {name}" for name in trials if name not in text]
+    headers = ["q", "rankme", *(f"grid.{name}" for name in grid), "audioscale.trial_status"]
+    shown = await browser.evaluate(
+        "Array.from(document.querySelectorAll('[role=columnheader], th')).map(h => h.innerText.trim())"
+    )
+    failures += [f"runs table: no column {h!r} (columns: {shown})" for h in headers if not _shown(h, shown or [])]
+    if "Traces" in text and "Cost" in text and not trials:
+        failures.append("runs table: the URL opened the GenAI pages")
+    return failures
+
+
+def _shown(header: str, shown: list[str]) -> bool:
+    """A header the table cuts short ('audioscale.tr…') still counts."""
+    return any(cell == header or (len(cell) > 4 and header.startswith(cell.rstrip("…. "))) for cell in shown)
+
+
+async def check_reports(browser: Browser, root: str, experiment_id: str, run_id: str, out: Path) -> list[str]:
+    failures = []
+    page = f"{root}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{REPORT_DIR}"
+    await browser.open(f"{page}/report.html")
+    await browser.screenshot(out / "report_html.png")
+    widths = await browser.in_child_frames("Array.from(document.images).map(i => i.naturalWidth)")
+    loaded = [w for frame in widths for w in (frame or [])]
+    if not loaded or not all(loaded):
+        failures.append(f"report.html: figures not shown inside the viewer (image widths per frame: {widths})")
+    await browser.open(f"{page}/report.md")
+    await browser.screenshot(out / "report_md.png")
+    images = await browser.evaluate(
+        "Array.from(document.images).filter(i => i.src.includes('get-artifact')).map(i => i.naturalWidth)"
+    )
+    if not images or not all(images):
+        failures.append(f"report.md: figures not shown as images (loaded widths: {images})")
+    if "](get-artifact" in (await browser.evaluate("document.body.innerText") or ""):
+        failures.append("report.md: a figure shows as literal markdown text")
+    return failures
+
+
+async def look(root: str, debug_port: int, checks) -> list[str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.put(f"http://127.0.0.1:{debug_port}/json/new?about:blank") as reply:
+            target = await reply.json(content_type=None)
+        async with Browser(session, target["webSocketDebuggerUrl"]) as browser:
+            await browser.call("Page.enable")
+            await browser.call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1,
+                               mobile=False)  # fmt: skip
+            failures = []
+            for check in checks:
+                failures += await check(browser)
+            return failures
+
+
+def study_facts(tracking_uri: str, study: str) -> tuple[str, str, list[str], list[str]]:
+    """(experiment id, study run id, trial run names, grid names) of a finished study."""
+    experiment_id = tracking.get_or_create_experiment(tracking_uri, STUDY_EXPERIMENT)
+    run_id = tracking.find_run_id(tracking_uri, STUDY_EXPERIMENT, study)
+    if run_id is None:
+        raise SystemExit(f"check_mlflow_view: no study {study!r} in {tracking_uri}")
+    children = tracking.list_child_runs(tracking_uri, run_id)
+    trials = sorted(run["run_name"] for run in children if "trial" in run["params"])
+    grid = [name for name in tracking.read_run(tracking_uri, run_id)["params"].get("grid", "").split(",") if name]
+    return experiment_id, run_id, trials, grid
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, default=None, help="the $AUDIOSCALE_HOME whose mlflow.db holds the study")
+    parser.add_argument("--tracking-uri", default=None, help="instead of --home: a sqlite:/// store")
+    parser.add_argument("--study", default="mask_ratio-cpu_default", help="the study's name")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "audioscale-mlflow-view")
+    args = parser.parse_args(argv)
+    uri = args.tracking_uri or f"sqlite:///{(args.home or Path.home() / 'audioscale').resolve() / 'mlflow.db'}"
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("check_mlflow_view: no chromium on PATH; apt-get install chromium")
+    experiment_id, run_id, trials, grid = study_facts(uri, args.study)
+    args.out.mkdir(parents=True, exist_ok=True)
+    # The port the study's printed command uses: report.md's figures point at that address.
+    port, debug_port = MLFLOW_UI_PORT, free_port()
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise SystemExit(f"check_mlflow_view: port {port} is in use; stop what serves it (the study prints it)")
+    root = f"http://127.0.0.1:{port}"
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    with tempfile.TemporaryDirectory() as profile:
+        ui = subprocess.Popen([str(mlflow_bin), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                                    "--disable-site-isolation-trials", f"--remote-debugging-port={debug_port}",
+                                    f"--user-data-dir={profile}", "about:blank"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            wait_for(root, 90)
+            wait_for(f"http://127.0.0.1:{debug_port}/json/version", 30)
+            url = study_view_url(root, experiment_id, view_key(args.study))
+            checks = [
+                lambda b: check_runs_table(b, url, trials, grid, args.out),
+                lambda b: check_reports(b, root, experiment_id, run_id, args.out),
+            ]
+            failures = asyncio.run(look(root, debug_port, checks))
+        finally:
+            for process in (browser, ui):
+                process.terminate()
+                process.wait(timeout=30)
+    print(f"opened {url}\nscreenshots in {args.out}")
+    for failure in failures:
+        print(f"FAIL  {failure}")
+    if not failures:
+        print(f"ok    the runs table shows {len(trials)} trials with q, rankme, {', '.join(grid)} and status; "
+              "report.html and report.md show their figures")  # fmt: skip
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
