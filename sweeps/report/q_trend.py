@@ -7,6 +7,8 @@ the trials do not differ. Three checks, any one of which makes the trend undetec
   the lowest upper bound), so no two trials differ detectably; needs every trial's interval
   (`q_ci_low` / `q_ci_high`, from two or more probe seeds);
 - range: x spans less than `MIN_RELATIVE_X_SPAN` of its smallest value (a law in log x needs x to move);
+- rank: Q neither rises nor falls with x (Spearman's rank correlation, p >= 0.05): a saturating
+  law fitted to a cloud converges to a flat line with R² near 0 but above it;
 - fit: the fitted law's R² is at most 0, it explains Q no better than their mean does.
 
 The CPU default study is the case in point: 5 mask ratios, Q 0.527-0.540 with overlapping
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import Q_METRIC
@@ -28,6 +31,8 @@ from sweeps.report.intervals import q_intervals
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 MIN_RELATIVE_X_SPAN = 0.05
+TREND_P_VALUE = 0.05  # the rank-correlation check: a trend needs p below this
+MIN_POINTS_FOR_RANKS = 4  # below this no rank correlation reaches p < 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,11 +98,29 @@ def check_q_trend(
             f"{label} spans only {100 * relative_span:.2g}% ({x.min():.4g}-{x.max():.4g}), under the "
             f"{100 * MIN_RELATIVE_X_SPAN:.0f}% needed to see a trend along it"
         )
+    monotone = _no_monotone_trend(x, q, label)
+    if monotone:
+        reasons.append(monotone)
     if fit is not None and not np.isfinite(fit.r2):
         reasons.append("the fit's R² is undefined: Q is the same in every trial")
     elif fit is not None and fit.r2 <= 0:
         reasons.append(f"the fit's R² is {fit.r2:.2f}: it explains Q no better than the mean Q does")
     return TrendCheck(law=law, detectable=not reasons, reasons=reasons, caveats=caveats)
+
+
+def _no_monotone_trend(x: np.ndarray, q: np.ndarray, label: str) -> str:
+    """Why Q does not detectably rise or fall with x, or "" when it does: Spearman's rank correlation
+    with p >= 0.05. Checkpoints of one trial are not independent, so this p is if anything too
+    small: the check fires less often than it should, never more."""
+    if len(q) < MIN_POINTS_FOR_RANKS or np.ptp(x) == 0 or np.ptp(q) == 0:
+        return ""
+    rho, p_value = spearmanr(x, q)
+    if p_value < TREND_P_VALUE:
+        return ""
+    return (
+        f"Q does not rise or fall with {label}: Spearman's rank correlation {rho:+.2f} "
+        f"(p {p_value:.2f} over {len(q)} points)"
+    )
 
 
 def check_q_of_r(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> TrendCheck | None:

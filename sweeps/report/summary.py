@@ -33,13 +33,17 @@ def _ci_text(fit, key: str) -> str:
     return f" (95% {low:.4g}-{high:.4g})"
 
 
-def fit_line(study: StudyFits) -> str:
-    """'Q(R) fit: q_inf 0.61 (95% 0.60-0.63), ...; R² 0.912 over 20 points', or why there is none."""
+def fit_line(study: StudyFits, *, informative: bool = True) -> str:
+    """'Q(R) fit: q_inf 0.61 (95% 0.60-0.63), ...; R² 0.912 over 20 points', or why there is none.
+    Without a detectable trend (`informative` False) the parameters and their intervals describe
+    noise and are not shown as results (the report's table keeps them)."""
     fit = study.fits.get("Q(R)")
     if fit is None:
         return f"Q(R) not fitted: {study.skipped.get('Q(R)', 'no RankMe')}"
-    params = ", ".join(f"{key} {value:.4g}{_ci_text(fit, key)}" for key, value in fit.params.items())
     r2 = f"{fit.r2:.3f}" if np.isfinite(fit.r2) else "undefined"
+    if not informative:
+        return f"Q(R) fit: not informative (no detectable trend, above); R² {r2} over {fit.n_points} points"
+    params = ", ".join(f"{key} {value:.4g}{_ci_text(fit, key)}" for key, value in fit.params.items())
     return f"Q(R) fit: {params}; R² {r2} over {fit.n_points} points"
 
 
@@ -96,7 +100,7 @@ def summary_lines(
         return [f"No scored trial rows ({n_failed} failed or unscored): nothing to fit."]
     check = check_q_of_r(table, study, info)
     lines = [check.verdict().replace("**", "")] if check is not None else []
-    lines.append(fit_line(study))
+    lines.append(fit_line(study, informative=check is None or check.detectable))
     trials = checkpoint_rows(trials)  # the best point may be a checkpoint before a trial's last
     i = int(np.nanargmax(trials[Q_METRIC].to_numpy(float)))
     intervals = q_intervals(trials, info)

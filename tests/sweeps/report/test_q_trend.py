@@ -13,6 +13,7 @@ from sweeps.record.study import read_study
 from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.summary import summary_lines
 from sweeps.study.tracking import log_study_analysis
 
 MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -49,6 +50,26 @@ def test_trending_study_has_a_detectable_trend():
     assert study.fits["Q(R)"].r2 > 0.9
     check = check_q_of_r(TRENDING, study)
     assert check.detectable and check.reasons == [] and check.caveats == []
+
+
+def test_a_cloud_whose_fit_has_r2_just_above_zero_has_no_detectable_trend():
+    """The default study once read "a trend of Q is detectable" over R² 0.000: checkpoints with R
+    spread 26-55 and Q 0.54-0.58 in no order. Ranks find no trend where R² > 0 said nothing."""
+    rankme = [45.0, 53.5, 33.3, 39.0, 44.0]  # the first points of that study
+    quality = [0.575, 0.565, 0.565, 0.564, 0.575]
+    cloud = _study_table(rankme, quality, half_width=0.001)  # intervals too narrow to overlap
+    study = fit_study_laws(cloud, n_bootstrap=0)
+    check = check_q_of_r(cloud, study)
+    assert not check.detectable
+    (reason,) = [r for r in check.reasons if "Spearman" in r]
+    assert re.match(
+        r"Q does not rise or fall with RankMe R \(pool\): Spearman's rank correlation [+-]0\.\d\d \(p 0\.\d\d over 5 points\)",
+        reason,
+    )
+    lines = summary_lines(cloud, study)
+    assert lines[0].startswith("No detectable trend")
+    assert lines[1].startswith("Q(R) fit: not informative (no detectable trend, above); R² ")
+    assert "95%" not in lines[1]  # no parameter intervals printed as if they meant something
 
 
 def test_without_per_trial_intervals_the_noise_check_is_reported_as_not_run():
