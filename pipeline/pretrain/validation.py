@@ -24,6 +24,10 @@ VALIDATION_MASK_SEED = 2_000_003  # fixed masks: every check scores the same pat
 VALIDATION_BATCH_CLIPS = 32
 CONVERGED_TAG = CONVERGED_KEY  # sweeps.record.trial reads it (Fig. 1b: converged checkpoints only)
 CONVERGED_STEP_TAG = "converged_step"
+# Beside the flag in the MLflow UI, so `converged: true` on a trial whose Q fell is not read as a
+# statement about the representation.
+CONVERGED_MEANING_TAG = "converged_means"
+CONVERGED_MEANING = "the validation MSE of the masked reconstruction stopped falling; says nothing about Q or R"
 
 
 @dataclass(kw_only=True)
@@ -90,9 +94,13 @@ class ValidationSchedule:
         return mse
 
     def tags(self) -> dict[str, str]:
-        """`converged` ("true"/"false") and its step, for the run's MLflow tags."""
+        """`converged` ("true"/"false"), its step and what it means, for the run's MLflow tags."""
         step = self.rule.converged_step
-        return {CONVERGED_TAG: str(step is not None).lower(), CONVERGED_STEP_TAG: str(step if step else "")}
+        return {
+            CONVERGED_TAG: str(step is not None).lower(),
+            CONVERGED_STEP_TAG: str(step if step else ""),
+            CONVERGED_MEANING_TAG: CONVERGED_MEANING,
+        }
 
     def agree_on_stop(self, *, world_size: int, device: torch.device) -> bool:
         """Rank 0's convergence verdict, on every rank (they must stop at the same step)."""

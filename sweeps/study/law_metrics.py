@@ -38,7 +38,16 @@ def law_metrics(study: StudyFits) -> tuple[dict[str, float], dict[str, str]]:
         key = f"law.{metric_key(name)}.extrapolation_error"
         if key in reasons:
             reasons[key] = extrapolation_cell(fit)
-    return {key: value for key, value in metrics.items() if key not in reasons}, reasons
+    return {key: readable(value) for key, value in metrics.items() if key not in reasons}, reasons
+
+
+# A fitted parameter carries its bootstrap interval beside it: digits past the fourth significant
+# one are noise, and the UI's metric tables print them all (q_inf 0.9999999999997456).
+SIGNIFICANT_DIGITS = 4
+
+
+def readable(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
 def disagreement_tags(study: StudyFits) -> dict[str, str]:

@@ -10,6 +10,7 @@ and `laws/report.md`.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -82,10 +83,16 @@ def _metrics_and_tags(
     tags.update(disagreement_tags(study))
     tags.update(log_frontier(run, table, study))
     # The run's description in the UI: the summary, so the study reads without opening artifacts.
-    tags[tracking.RUN_DESCRIPTION_TAG] = "\n\n".join(
+    tags[tracking.RUN_DESCRIPTION_TAG] = description_markdown(
         [*summary_lines(table, study, info, comparisons), *external_points_lines(external)]
     )
     return metrics, tags
+
+
+def description_markdown(lines: list[str]) -> str:
+    """The lines as the run description's markdown: the UI renders " @300" (a checkpoint's step) as
+    a link to a GitHub user, so a point is named "at step 300" there."""
+    return "\n\n".join(re.sub(r"(?<=\s)@(\d+)", r"at step \1", line) for line in lines)
 
 
 def log_study_analysis(

@@ -24,9 +24,10 @@ def test_converged_after_patience_checks_without_a_relative_improvement():
 def test_schedule_tags_say_converged_and_the_step():
     schedule = ValidationSchedule(None, every_steps=5, patience=1, tolerance=0.0, device=torch.device("cpu"))
     assert schedule.is_due(10) and not schedule.is_due(7)
-    assert schedule.tags() == {"converged": "false", "converged_step": ""}
+    meaning = "the validation MSE of the masked reconstruction stopped falling; says nothing about Q or R"
+    assert schedule.tags() == {"converged": "false", "converged_step": "", "converged_means": meaning}
     schedule.rule.observe(5, 1.0), schedule.rule.observe(10, 1.0)
-    assert schedule.tags() == {"converged": "true", "converged_step": "10"}
+    assert schedule.tags() == {"converged": "true", "converged_step": "10", "converged_means": meaning}
 
 
 def test_validation_mse_uses_fixed_masks_and_leaves_the_training_rng_alone():

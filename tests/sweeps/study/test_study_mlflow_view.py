@@ -135,3 +135,18 @@ def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_pat
         f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={key}"
     )
     assert SHARED_VIEW_TAG_PREFIX + key in tracking.experiment_tags(uri, STUDY_EXPERIMENT)
+
+
+def test_the_description_names_checkpoints_without_at_signs_the_ui_turns_into_links():
+    from sweeps.study.tracking import description_markdown
+
+    text = description_markdown(["best: mask0.90 @300: Q 0.58", "run mask0.90@mask_ratio-cpu_default"])
+    assert text == "best: mask0.90 at step 300: Q 0.58\n\nrun mask0.90@mask_ratio-cpu_default"
+
+
+def test_law_metrics_are_rounded_for_reading(study):
+    uri, parent = study[:2]
+    metrics = {key: history[-1][1] for key, history in tracking.read_run(uri, parent.run_id)["metrics"].items()}
+    law = {key: value for key, value in metrics.items() if key.startswith("law.q_r.")}
+    assert "law.q_r.q_inf" in law and "law.q_r.r2" in law
+    assert all(value == float(f"{value:.4g}") for value in law.values()), law
