@@ -116,8 +116,36 @@ def walk_audio_directory(root: Path) -> InputListing:
                 )
                 continue
             first_source_of[same_file] = source
-            listing.inputs.append(_stat_input(path, source))
+            listing.inputs.append(_stat_input(path, source) if utf8_name(str(path)) else _not_utf8(path, source))
     return listing
+
+
+NOT_UTF8_KIND = "file name not UTF-8"
+
+
+def utf8_name(text: str) -> bool:
+    """False for a name the OS gave as bytes that are not UTF-8 (Python keeps them as surrogates):
+    Arrow, Parquet and JSON hold only valid UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_name(text: str) -> str:
+    """A name with its undecodable bytes written as \\xNN, e.g. caf\\xe9.wav: safe to print and store."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(path: Path, source: str) -> InputFile:
+    """Rejected with its name, as every other bad input is, instead of failing the whole run."""
+    return InputFile(
+        path=printable_name(str(path)),
+        source=printable_name(source),
+        problem_kind=NOT_UTF8_KIND,
+        problem="the file name is not valid UTF-8; rename it (e.g. `convmv -f latin1 -t utf8 --notest FILE`)",
+    )
 
 
 def _manifest_records(manifest: Path) -> list[dict]:

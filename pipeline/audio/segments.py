@@ -35,6 +35,9 @@ from pipeline.audio.frontend import (
 
 FLOAT_SUBTYPES = frozenset({"FLOAT", "DOUBLE"})
 SCAN_BLOCK_FRAMES = 1 << 20
+# A segment whose loudest sample is under -70 dBFS is (near-)digital silence: it becomes rows like
+# any other, but trains nothing, and prep says how much of the audio it is.
+SILENT_PEAK = 10 ** (-70 / 20)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +46,7 @@ class Segment:
     offset_s: float
     duration_s: float
     mel: np.ndarray  # float32 (frames, n_mels)
+    peak: float = 1.0  # the largest absolute sample of the 16 kHz wave (1.0 = full scale)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -51,6 +55,7 @@ class FileOutcome:
 
     num_segments: int = 0
     audio_s: float = 0.0  # seconds that became segments
+    silent_s: float = 0.0  # of those, seconds of segments whose peak is under SILENT_PEAK
     dropped_tail_s: float = 0.0
     rejection_kind: str | None = None  # set when the file produced no segments
     rejection_reason: str | None = None
@@ -117,7 +122,10 @@ def iter_segments(
                     )
                 yield duration_s
                 break
-            yield Segment(index=index, offset_s=offset_s, duration_s=duration_s, mel=compute_features(wave_16k, preset))
+            yield Segment(
+                index=index, offset_s=offset_s, duration_s=duration_s, mel=compute_features(wave_16k, preset),
+                peak=float(np.abs(wave_16k).max()),
+            )  # fmt: skip
             index += 1
 
 
@@ -139,6 +147,8 @@ def featurize_file(
             if isinstance(item, Segment):
                 outcome.num_segments += 1
                 outcome.audio_s += item.duration_s
+                if item.peak < SILENT_PEAK:
+                    outcome.silent_s += item.duration_s
                 yield item
             else:
                 outcome.dropped_tail_s = item

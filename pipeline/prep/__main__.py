@@ -49,6 +49,15 @@ def format_summary(result: PrepResult) -> str:
             + (", ..." if len(duplicates) > 3 else "")
             + " (duplicate_inputs in manifest.json)"
         )
+    if manifest.get("silent_hours"):
+        silent = manifest["silent_inputs"]
+        named = ", ".join(f"{r['path']!r} ({_duration(r['silent_s'])})" for r in silent[:3])
+        lines.append(
+            f"warning: {manifest['silent_hours']:.3f} h of the {hours:.3f} h is silence (every sample under "
+            f"-70 dBFS) and trains nothing: {named}"
+            + (", ..." if len(silent) > 3 else "")
+            + " (silent_inputs in manifest.json)"
+        )
     if manifest["num_partial"]:
         lines.append(f"{manifest['num_partial']} inputs decoded only in part (see partial_inputs in manifest.json)")
     skipped = Counter(
@@ -63,6 +72,10 @@ def format_summary(result: PrepResult) -> str:
     if manifest["num_rows"] == 0:
         lines.append("no input produced rows: check --input and rejected.jsonl")
     return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 360 else f"{seconds / 3600:.2f} h"
 
 
 def build_parser() -> argparse.ArgumentParser:

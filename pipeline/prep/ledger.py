@@ -44,7 +44,12 @@ class PrepLedger:
             combine_item_outcomes(source, by_range, self.num_ranges[source])
             for source, by_range in self.outcomes.items()
         ]
+        silent = {
+            source: sum(outcome.get("silent_s", 0.0) for outcome in by_range.values())
+            for source, by_range in self.outcomes.items()
+        }
         return {
+            "silent": [{"path": s, "silent_s": round(t, 3)} for s, t in sorted(silent.items()) if t > 0],
             "rejected": [verdict.rejected for verdict in verdicts if verdict.rejected],
             "partial": [verdict.partial for verdict in verdicts if verdict.partial],
             "dropped_tail_s": sum(verdict.dropped_tail_s for verdict in verdicts),

@@ -152,7 +152,9 @@ def compute_row_statistics(output_dir: Path, n_mels: int) -> RowStatistics:
 
 
 def write_rejected(output_dir: Path, rejected: list[dict]) -> None:
-    lines = [json.dumps(record, ensure_ascii=False) for record in sorted(rejected, key=lambda r: r["path"])]
+    # ensure_ascii: a name that is not UTF-8 (a lone surrogate in Python) is written as an escape
+    # instead of failing the write and, with it, the whole run.
+    lines = [json.dumps(record, ensure_ascii=True) for record in sorted(rejected, key=lambda r: r["path"])]
     (output_dir / REJECTED_NAME).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
@@ -175,6 +177,7 @@ def build_manifest(
     rejected: list[dict],
     partial: list[dict],
     dropped_tail_s: float,
+    silent: list[dict],
     skipped_non_audio: int,
     skipped_symlink_loops: list[str],
     part_files: list[dict],
@@ -203,6 +206,10 @@ def build_manifest(
         "num_partial": len(partial),
         "partial_inputs": partial,  # decoded part-way: rows hold what came before the error
         "dropped_tail_s": round(dropped_tail_s, 6),  # tails shorter than one analysis window
+        # Rows of (near-)digital silence, per input (pipeline.audio.segments.SILENT_PEAK): counted in
+        # total_hours like any audio, and named so a silent recording is not mistaken for data.
+        "silent_hours": sum(record["silent_s"] for record in silent) / 3600.0,
+        "silent_inputs": sorted(silent, key=lambda record: -record["silent_s"]),
         "skipped_non_audio_files": skipped_non_audio,
         "skipped_symlink_loops": skipped_symlink_loops,
         "total_hours": stats.total_audio_s / 3600.0,

@@ -239,11 +239,12 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
     # Inputs that cannot even be opened are rejected here; the rest go to Ray.
     rejected = [{"path": i.source, "kind": i.problem_kind, "reason": i.problem} for i in selected if i.problem]
     readable = [i for i in selected if not i.problem]
-    partial, dropped_tail_s = [], 0.0
+    partial, dropped_tail_s, silent = [], 0.0, []
     if readable:
         ledger_summary = _featurize_on_ray(config, readable)
         rejected += ledger_summary["rejected"]
         partial, dropped_tail_s = ledger_summary["partial"], ledger_summary["dropped_tail_s"]
+        silent = ledger_summary["silent"]
 
     stats = compute_row_statistics(config.output_dir, preset.n_mels)
     rejected = _account_for_every_input(readable, stats.sources, rejected)
@@ -259,6 +260,7 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
         rejected=rejected,
         partial=partial,
         dropped_tail_s=dropped_tail_s,
+        silent=silent,
         skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
         part_files=describe_part_files(locate_shards(config.output_dir)),

@@ -118,4 +118,8 @@ def write_bad_inputs(root: Path) -> dict[str, str]:
     (root / "nested" / "notes.txt").write_text("not audio, skipped by extension\n")
     os.symlink("..", root / "nested" / "loop_to_parent")  # a folder loop the walk must not follow twice
     os.symlink("does_not_exist.wav", add("dangling_link.wav", "broken symlink"))
+    # A name whose bytes are not UTF-8 (Latin-1 "café"): rejected by name, never the whole run.
+    soundfile.write(root / "latin1.tmp.wav", tone(1.0), SR)
+    os.rename(root / "latin1.tmp.wav", os.fsencode(root) + b"/caf\xe9.wav")
+    expected["caf\\xe9.wav"] = "file name not UTF-8"
     return expected

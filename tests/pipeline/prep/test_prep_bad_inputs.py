@@ -45,6 +45,17 @@ def test_rejections_carry_a_readable_reason(bad_run):
     assert "5.0 ms" in reasons["clip_5ms.wav"]
     assert "not readable as audio" in reasons["text.wav"]
     assert "broken symlink" in reasons["dangling_link.wav"]
+    assert reasons["caf\\xe9.wav"].startswith("the file name is not valid UTF-8; rename it")
+
+
+def test_silence_becomes_rows_and_is_named_as_silence(bad_run):
+    _, result, table, _ = bad_run
+    manifest = result.manifest
+    assert manifest["silent_inputs"] == [{"path": "silence.wav", "silent_s": 2.0}]
+    assert manifest["silent_hours"] == pytest.approx(2.0 / 3600)
+    assert "silence.wav" in table["source"].to_pylist()  # still rows: silence is audio, just useless
+    summary = format_summary(result)
+    assert "h is silence (every sample under -70 dBFS) and trains nothing: 'silence.wav' (2 s)" in summary
 
 
 def test_twelve_minute_file_becomes_72_ten_second_rows(bad_run):
