@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loo
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
+from pipeline.pretrain.resume import announce_resume_point
 from pipeline.pretrain.resume_check import check_resume
 from pipeline.ray_session import connect_ray
 from pipeline.shards.crops import check_segments_fit_crop
@@ -99,6 +101,7 @@ def run_pretraining(
         config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
         config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
         config, allowed_changes = check_resume(config, warmup_given=warmup_given)
+        announce_resume_point(config.storage_path, config.run_name, say=lambda line: print(line, file=sys.stderr))
         # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
         check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
         if started_ray:  # a cluster may grow (autoscaling); a local Ray started here cannot

@@ -37,6 +37,21 @@ def newest_verified_checkpoint(directories: Sequence[str | Path]) -> tuple[Path 
     return None, skipped
 
 
+def announce_resume_point(storage_path: str, run_name: str, *, say=print) -> None:
+    """Before the workers start: which of the run's local checkpoints a re-run will skip, and the
+    one it resumes from, said where the user sees it (the workers' own messages reach only Ray's
+    worker logs). The same choice the workers make (`resume_directory`); cloud storage is left to
+    them."""
+    if "://" in storage_path:
+        return
+    directories = [path for path in (Path(storage_path) / run_name).glob(f"**/{CHECKPOINT_PREFIX}*") if path.is_dir()]
+    chosen, skipped = newest_verified_checkpoint(directories) if directories else (None, [])
+    for path, why in skipped:
+        say(f"resume: skipping checkpoint {path}: {why}")
+    if chosen is not None and skipped:
+        say(f"resume: resuming from {chosen} instead ({len(skipped)} newer checkpoint(s) skipped)")
+
+
 def _sibling_checkpoints(path: str, filesystem: pafs.FileSystem) -> list[str]:
     """The checkpoint folders next to `path` (the run's other checkpoints), `path` included."""
     parent = path.rstrip("/").rpartition("/")[0] or "/"

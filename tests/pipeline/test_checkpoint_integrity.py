@@ -97,3 +97,23 @@ def test_resume_with_no_verifying_checkpoint_lists_every_one(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="no checkpoint of this run verifies.*00000008.*00000004"):
         with resume_directory(latest, say=lambda line: None):
             pass
+
+
+def test_the_driver_says_before_training_which_checkpoint_a_rerun_skips(tmp_path):
+    from pipeline.pretrain.resume import announce_resume_point
+
+    run = tmp_path / "run-a" / "TorchTrainer_x"
+    for step in (8, 12, 16):
+        _write_checkpoint(run / f"checkpoint_step_{step:08d}", step, seed=step)
+    _truncate(run / "checkpoint_step_00000016" / "model.safetensors")
+    said = []
+    announce_resume_point(str(tmp_path), "run-a", say=said.append)
+    assert len(said) == 2
+    assert said[0].startswith(f"resume: skipping checkpoint {run / 'checkpoint_step_00000016'}: ")
+    assert "model.safetensors" in said[0]
+    assert (
+        said[1] == f"resume: resuming from {run / 'checkpoint_step_00000012'} instead (1 newer checkpoint(s) skipped)"
+    )
+    quiet = []
+    announce_resume_point(str(tmp_path), "never-ran", say=quiet.append)
+    assert quiet == []

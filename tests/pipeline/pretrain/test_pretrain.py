@@ -200,12 +200,18 @@ def test_validation_early_stop_records_converged_and_stops_every_worker(shards_d
 
 
 @pytest.mark.slow
-def test_resume_past_a_truncated_newest_checkpoint(resumed_run, shards_dir, workdir):
+def test_resume_past_a_truncated_newest_checkpoint(resumed_run, shards_dir, workdir, capfd):
     # Before: the damaged newest checkpoint failed every retry and every re-run, naming no file.
     _, second, _ = resumed_run
     weights = Path(second.checkpoint_dir) / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capfd.readouterr()
     third = run_pretraining(tiny_config(shards_dir, workdir, steps=20))
+    # Said on the user's terminal by the driver, not only in Ray's worker logs.
+    said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("resume: ")]
+    assert len(said) == 2, said
+    assert "checkpoint_step_00000016" in said[0] and "model.safetensors" in said[0]
+    assert said[1].startswith("resume: resuming from ") and "checkpoint_step_00000012" in said[1]
     assert third.steps == 20 and third.run_id == second.run_id
     run = tracking.read_run(third.tracking_uri, third.run_id)
     assert run["metrics"]["resumed_from_step"][-1] == (12, 12.0)  # step 16 skipped, step 12 verified
