@@ -30,6 +30,7 @@ from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, t
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
+from pipeline.tracking.store_lock import ready_store, store_lock
 from pipeline.writable import check_local_store
 
 # MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
@@ -47,6 +48,7 @@ def check_store(uri: str) -> None:
     A local store must be writable first: MLflow retries a read-only SQLite file for ~2 minutes
     and then ends in a long SQLAlchemy traceback."""
     check_local_store(uri)
+    ready_store(uri)
     parsed = urllib.parse.urlparse(uri)
     try:
         if parsed.scheme in ("http", "https"):  # MLflow's client retries a dead server for minutes
@@ -202,19 +204,21 @@ def start_or_resume_run(
 ) -> TrackedRun:
     """The run named `run_name` in `experiment_name` (created when missing), set back to RUNNING."""
     uri = resolve_tracking_uri(tracking_uri)
+    ready_store(uri)  # before any client: one may open the store (and make its tables) on creation
     client = mlflow.MlflowClient(uri)
-    run_id = find_run_id(uri, experiment_name, run_name)
-    if run_id is None:
-        experiment_id = get_or_create_experiment(uri, experiment_name)
-        all_tags = {"audioscale.code_version": code_version(), OWNER_TAG: this_owner(), **(tags or {})}
-        if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
-        run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
-    else:
-        _claim(client, run_id, run_name)
-        client.update_run(run_id, status="RUNNING")
-        if tags:
-            TrackedRun(tracking_uri=uri, run_id=run_id).set_tags(tags)
+    with store_lock(uri):  # two processes starting one name together: one creates, one finds it
+        run_id = find_run_id(uri, experiment_name, run_name)
+        if run_id is None:
+            experiment_id = get_or_create_experiment(uri, experiment_name)
+            all_tags = {"audioscale.code_version": code_version(), OWNER_TAG: this_owner(), **(tags or {})}
+            if parent_run_id:
+                all_tags["mlflow.parentRunId"] = parent_run_id
+            run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+            return TrackedRun(tracking_uri=uri, run_id=run_id)
+        _claim(client, run_id, run_name)  # under the lock: two takers of one dead run, one wins
+    client.update_run(run_id, status="RUNNING")
+    if tags:
+        TrackedRun(tracking_uri=uri, run_id=run_id).set_tags(tags)
     return TrackedRun(tracking_uri=uri, run_id=run_id)
 
 
