@@ -30,7 +30,7 @@ from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, t
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
-from pipeline.tracking.store_lock import ready_store, store_lock
+from pipeline.tracking.store_lock import sqlite_path, store_lock
 from pipeline.writable import check_local_store
 
 # MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
@@ -40,6 +40,19 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 RUN_DESCRIPTION_TAG = "mlflow.note.content"  # a run's description in the UI, rendered as markdown
 MAX_PARAM_CHARS = 6000
+
+
+_READY_STORES: set[str] = set()  # SQLite stores whose tables this process has seen made
+
+
+def ready_store(uri: str) -> None:
+    """Open a SQLite store once per process under its lock (pipeline.tracking.store_lock), so its
+    tables are created exactly once however many processes start together."""
+    if uri in _READY_STORES or sqlite_path(uri) is None:
+        return
+    with store_lock(uri):
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)
+    _READY_STORES.add(uri)
 
 
 def check_store(uri: str) -> None:

@@ -1,4 +1,4 @@
-"""One process at a time where a local SQLite store must not be raced.
+"""One process at a time where a local SQLite store must not be raced (no MLflow import here).
 
 MLflow creates a SQLite store's tables the first time a process opens it; two processes doing
 that together fail with "table ... already exists" (an alembic error of ~70 lines), which two
@@ -15,10 +15,7 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
-import mlflow
-
 LOCK_SUFFIX = ".audioscale-lock"
-_READY: set[str] = set()  # stores whose tables this process has seen created
 
 
 def sqlite_path(tracking_uri: str) -> Path | None:
@@ -39,12 +36,3 @@ def store_lock(tracking_uri: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def ready_store(tracking_uri: str) -> None:
-    """Open the store once per process under the lock, so its tables are created exactly once."""
-    if tracking_uri in _READY or sqlite_path(tracking_uri) is None:
-        return
-    with store_lock(tracking_uri):
-        mlflow.MlflowClient(tracking_uri).search_experiments(max_results=1)
-    _READY.add(tracking_uri)
