@@ -28,6 +28,7 @@ RAY_MODULES = {
     "pipeline.pretrain.worker_setup",
     "pipeline.pretrain.checkpoint_report",  # ray.train.report with a checkpoint
     "pipeline.pretrain.preemption",  # ray.train.get_preemption_info
+    "pipeline.pretrain.loopback_backend",  # Ray Train's torch backend for local runs
     "sweeps.study.driver",
     "sweeps.study.trial",
     "sweeps.study.early_stop",

@@ -35,6 +35,7 @@ from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
 from pipeline.pretrain.discrete_targets import with_codebook
 from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
+from pipeline.pretrain.loopback_backend import LoopbackTorchConfig
 from pipeline.pretrain.model_facts import ModelFacts
 from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
@@ -165,6 +166,8 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
     return TorchTrainer(
         train_loop,
         train_loop_config=config.to_dict(),
+        # Workers on one machine meet through a file: nothing of theirs listens beyond loopback.
+        torch_config=LoopbackTorchConfig(),
         scaling_config=ScalingConfig(
             num_workers=config.num_workers,
             use_gpu=config.use_gpu,
