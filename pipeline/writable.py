@@ -10,6 +10,7 @@ the rest); nothing is created there by the check.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -68,3 +69,22 @@ def check_local_store(tracking_uri: str) -> None:
         check_writable_file(tracking_uri[len("sqlite:///") :], what="--tracking-uri")
     elif parsed.scheme == "file" or (parsed.scheme == "" and tracking_uri):
         check_writable_dir(parsed.path or tracking_uri, what="--tracking-uri")
+
+
+def check_free_space(path: str | os.PathLike, needed_bytes: int, *, what: str, why: str) -> None:
+    """Raise UserError unless the filesystem holding `path` (or its nearest existing parent) has
+    `needed_bytes` free: a run that fills the disk fails only when a checkpoint is being copied,
+    minutes in, and leaves that checkpoint half written."""
+    existing = Path(path).expanduser().absolute()
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < needed_bytes:
+        raise UserError(
+            f"{what} {path}: {_megabytes(free)} free, but {why} needs about {_megabytes(needed_bytes)}; "
+            "free some space, choose another path, or keep fewer checkpoints"
+        )
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"

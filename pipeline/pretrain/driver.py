@@ -54,7 +54,7 @@ from pipeline.tracking.runs import (
     resolve_tracking_uri,
     start_or_resume_run,
 )
-from pipeline.writable import check_local_store, check_writable_dir
+from pipeline.writable import check_free_space, check_local_store, check_writable_dir
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -102,6 +102,7 @@ def run_pretraining(
         config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
         config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
         config, allowed_changes = check_resume(config, warmup_given=warmup_given)
+        check_storage_room(config, model)
         announce_resume_point(config.storage_path, config.run_name, say=lambda line: print(line, file=sys.stderr))
         # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
         check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
@@ -149,6 +150,23 @@ def _run_on_ray(
         run.finish("FAILED")
         raise
     return _finish_run(run, result, config=config, model=model)
+
+
+# A checkpoint holds float32 weights (4 bytes a parameter) and AdamW's two moments (8 more):
+# mae-debug at width 128 (463,328 parameters) writes 1.86 MB + 3.76 MB.
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+
+
+def check_storage_room(config: PretrainConfig, model: ModelFacts) -> None:
+    """Local storage must hold every checkpoint the run keeps, before any training step."""
+    if "://" in config.storage_path:
+        return
+    kept = len(config.checkpoint_steps) if config.checkpoint_steps else config.num_checkpoints_to_keep
+    each = CHECKPOINT_BYTES_PER_PARAMETER * model.total_parameters
+    check_free_space(
+        config.storage_path, kept * each, what="--storage-path",
+        why=f"this run keeps {kept} checkpoint(s) of about {each / 1e6:.1f} MB",
+    )  # fmt: skip
 
 
 def _read_manifest_naming_it(shards_dir: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pipeline.writable import check_local_store, check_writable_dir
 from sweeps.study.config import StudyConfig
 from sweeps.study.preflight import check_study_inputs
 from tests.conftest import REPO_ROOT
-from tests.support.unwritable import full_folder, read_only_folder
+from tests.support.unwritable import full_folder, read_only_folder, small_folder
 
 
 def test_a_path_under_a_file_names_the_file(tmp_path):
@@ -76,3 +76,35 @@ def test_prep_into_a_read_only_folder_fails_before_reading_any_input(tmp_path):
     with read_only_folder(tmp_path) as folder:
         with pytest.raises(UserError, match=rf"--output {folder}/shards: cannot write in {folder}"):
             main(["--input", str(tmp_path / "never-listed"), "--output", str(folder / "shards")])
+
+
+def test_a_disk_without_room_for_the_runs_checkpoints_is_refused(tmp_path):
+    import shutil
+
+    from pipeline.writable import check_free_space
+
+    free = shutil.disk_usage(tmp_path).free
+    check_free_space(tmp_path / "runs", free // 2, what="--storage-path", why="this run")
+    with pytest.raises(UserError, match=r"--storage-path .*/runs: [\d.]+ MB free, but this run keeps 9 .* needs about"):
+        check_free_space(tmp_path / "runs", free + 10**9, what="--storage-path", why="this run keeps 9 checkpoints")
+
+
+def test_pretrain_onto_a_small_disk_fails_before_training_not_at_a_checkpoint(tmp_path):
+    """On a 5 MB tmpfs a run failed after ~120 s with a 46-line traceback and a half-copied checkpoint."""
+    from tests.support.pretrain_testdata import make_tiny_shards
+
+    shards = make_tiny_shards(tmp_path / "data", preset_name="dasheng")
+    with small_folder(tmp_path, "1m") as folder:  # room to write, not for 2 checkpoints of ~1.9 MB
+        if folder is None:
+            pytest.skip("making a small filesystem needs root and tmpfs mounts")
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline.pretrain", "--model", "mae-debug", "--steps", "4",
+             "--shards", str(shards), "--storage-path", str(folder / "runs"),
+             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+            capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr[-2000:]
+        (line,) = [line for line in done.stderr.splitlines() if "error" in line]
+        assert f"--storage-path {folder}/runs" in line and "checkpoint(s) of about" in line, line
+        assert not (folder / "runs").exists()  # nothing half written

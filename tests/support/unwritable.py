@@ -51,3 +51,17 @@ def full_folder(tmp_path: Path) -> Iterator[Path | None]:
         yield folder
     finally:
         subprocess.run(["umount", str(folder)], check=False)
+
+
+@contextlib.contextmanager
+def small_folder(tmp_path: Path, size: str = "1m") -> Iterator[Path | None]:
+    """A folder on an empty filesystem of `size` (tmpfs): writable, with little room; None where
+    none can be made here."""
+    folder = tmp_path / "small"
+    if os.geteuid() != 0 or not _mount_tmpfs(folder, f"size={size}"):
+        yield None
+        return
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
