@@ -58,7 +58,9 @@ class _LoopbackTorchBackend(_TorchBackend):
 
     def on_shutdown(self, worker_group, backend_config) -> None:
         super().on_shutdown(worker_group, backend_config)
-        Path(getattr(self, "_store_file", "")).unlink(missing_ok=True)
+        store_file = getattr(self, "_store_file", None)  # none when the workers spanned machines
+        if store_file:
+            Path(store_file).unlink(missing_ok=True)
 
 
 class LoopbackTorchConfig(TorchConfig):
