@@ -89,11 +89,11 @@ def test_a_disk_without_room_for_the_runs_checkpoints_is_refused(tmp_path):
         check_free_space(tmp_path / "runs", free + 10**9, what="--storage-path", why="this run keeps 9 checkpoints")
 
 
-def test_pretrain_onto_a_small_disk_fails_before_training_not_at_a_checkpoint(tmp_path):
+def test_pretrain_onto_a_small_disk_fails_before_training_not_at_a_checkpoint(tmp_path, tmp_path_factory):
     """On a 5 MB tmpfs a run failed after ~120 s with a 46-line traceback and a half-copied checkpoint."""
     from tests.support.pretrain_testdata import make_tiny_shards
 
-    shards = make_tiny_shards(tmp_path / "data", preset_name="dasheng")
+    shards = make_tiny_shards(tmp_path_factory.getbasetemp(), preset_name="dasheng")  # shared with other tests
     with small_folder(tmp_path, "1m") as folder:  # room to write, not for 2 checkpoints of ~1.9 MB
         if folder is None:
             pytest.skip("making a small filesystem needs root and tmpfs mounts")
