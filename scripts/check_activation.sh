@@ -47,6 +47,17 @@ check "outside the checkout, 'import sweeps' is this checkout's" \
      { echo \"imports \$found: .venv's editable install points at another checkout;\"
        echo \"run \\\`source scripts/env.sh\\\` (or bash scripts/test.sh) here to re-point it\"; false; }; }"
 
+# The study's closing hint prints `<checkout>/.venv/bin/mlflow ui ...`: it must run as printed in a
+# new shell, with nothing activated.
+q_mlflow="$(printf '%q' "$REPO_ROOT/.venv/bin/mlflow")"
+if output="$(env -i HOME="$HOME" PATH=/usr/local/bin:/usr/bin:/bin bash --noprofile --norc -c "$q_mlflow --version" 2>&1)"; then
+  echo "ok    $REPO_ROOT/.venv/bin/mlflow as printed, nothing activated: $(printf '%s\n' "$output" | grep -m1 version)"
+else
+  echo "FAIL  $REPO_ROOT/.venv/bin/mlflow --version in a clean shell:" >&2
+  printf '%s\n' "$output" | tail -n 15 | sed 's/^/      /' >&2
+  failures=$((failures + 1))
+fi
+
 if [ "$failures" -gt 0 ]; then
   echo "check_activation: $failures check(s) failed" >&2
   exit 1
