@@ -50,7 +50,8 @@ METHOD = (
     "bootstrap resampling whole configurations (all seeds together); for Q(C) the frontier points are resampled, "
     "the frontier is not re-picked. Extrapolation error: refit without the largest scale and predict it (mean "
     "absolute error in Q). Q(R) trend check (sweeps.report.q_trend): no trend when every trial's 95% interval of Q "
-    "shares a common value, RankMe spans under 5%, or the fit's R² is at most 0."
+    "shares a common value, RankMe spans under 5%, Q neither rises nor falls with RankMe (Spearman's rank "
+    "correlation, p >= 0.05), or the fit's R² is at most 0."
 )
 
 
