@@ -40,8 +40,10 @@ def node_system_metrics(
     """Sample this node every `every_s` seconds into the run while the block runs, when this worker is
     the one that samples it (`samples_this_node`); every_s 0 or no run: nothing.
 
-    A sample is logged once its interval has passed, so a block shorter than `every_s` logs none.
-    A resumed run continues the system metrics' step count rather than writing over it.
+    A sample is logged each time its interval passes and once more when the block ends, so every
+    block logs at least one however fast the machine (MLflow's monitor drops what it collected
+    after its last interval). A resumed run continues the system metrics' step count rather than
+    writing over it.
     """
     samples = samples_this_node(tracking_uri, world_rank=world_rank, local_rank=local_rank)
     if every_s <= 0 or run_id is None or not samples:
@@ -55,3 +57,7 @@ def node_system_metrics(
         yield
     finally:
         monitor.finish()  # stops the thread and flushes what it has batched
+        # The block's last state: the monitor thread has stopped, so this step number is free.
+        monitor.collect_metrics()
+        monitor.publish_metrics(monitor.aggregate_metrics())
+        monitor.mlflow_logger.flush()

@@ -99,12 +99,12 @@ def test_each_node_logs_system_metrics_once(pretrained, server):
     uri, _ = server
     metrics = tracking.read_run(uri, result.run_id)["metrics"]
     system = sorted(key for key in metrics if key.startswith("system/"))
-    # One node, two workers: only its first worker samples it, under its node rank. Sampled every 0.25 s
-    # so a 6-step run on a loaded machine still spans two samples (at 1 s, one was seen under load).
+    # One node, two workers: only its first worker samples it, under its node rank: every 0.25 s and
+    # once when training ends, so there is a sample however fast the machine runs the 6 steps.
     assert {key.split("/")[1] for key in system} == {"node-0"}, system
     cpu = metrics["system/node-0/cpu_utilization_percentage"]
     memory = metrics["system/node-0/system_memory_usage_megabytes"]
-    assert len(cpu) >= 2 and [step for step, _ in cpu] == list(range(len(cpu)))
+    assert len(cpu) >= 1 and [step for step, _ in cpu] == list(range(len(cpu)))
     assert all(value > 0 for _, value in memory)
 
 
