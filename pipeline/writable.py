@@ -21,15 +21,20 @@ from pipeline.cli_errors import UserError
 PROBE_BYTES = 64 * 1024
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path` itself, or its closest ancestor that exists (the folders a command will make go under it)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
 def check_writable_dir(path: str | os.PathLike, *, what: str, named: str | os.PathLike | None = None) -> None:
     """Raise UserError naming `what` and the path unless a file can be written in `path` (or, when it
     does not exist yet, in its nearest existing parent, which must be a directory). `named`: the
     path the message names, when it is not `path` (a file to be made in it)."""
     place = Path(path).expanduser().absolute()
     shown = Path(named).expanduser().absolute() if named is not None else place
-    existing = place
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
+    existing = nearest_existing(place)
     if not existing.is_dir():
         raise UserError(f"{what} {shown}: {existing} is a file, not a directory; choose another path")
     try:
@@ -75,10 +80,7 @@ def check_free_space(path: str | os.PathLike, needed_bytes: int, *, what: str, w
     """Raise UserError unless the filesystem holding `path` (or its nearest existing parent) has
     `needed_bytes` free: a run that fills the disk fails only when a checkpoint is being copied,
     minutes in, and leaves that checkpoint half written."""
-    existing = Path(path).expanduser().absolute()
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    free = shutil.disk_usage(nearest_existing(Path(path).expanduser().absolute())).free
     if free < needed_bytes:
         raise UserError(
             f"{what} {path}: {_megabytes(free)} free, but {why} needs about {_megabytes(needed_bytes)}; "

@@ -61,9 +61,7 @@ def _blocks(markdown: str) -> list[list[str]]:
     """Runs of lines of one kind: blank lines end a block; a table, a list or a heading is its own."""
     blocks: list[list[str]] = []
     for line in markdown.splitlines():
-        kind = "blank" if not line.strip() else "table" if line.lstrip().startswith("|") else (
-            "list" if line.startswith("- ") else "heading" if HEADING.match(line) else "text"
-        )  # fmt: skip
+        kind = "blank" if not line.strip() else _kind([line])
         if kind == "blank":
             blocks.append([])
         elif blocks and blocks[-1] and kind != "heading" and _kind(blocks[-1]) == kind:
