@@ -39,6 +39,7 @@ from sweeps.report.fits import (
     converged_rows,
     usable_trials,
 )
+from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 FIGURE_SIZE_IN = (5.0, 3.8)
@@ -132,15 +133,21 @@ def plot_rankme_views(
     points = checkpoint_rows(trials)  # (a) every evaluated checkpoint, as Q(R) is fitted
     label = rankme_axis_label(trials)
     title = info.title("Q(R)", len(points))
+    # Without a detectable trend (sweeps.report.q_trend) the fitted curve and its band would draw a
+    # law through a cloud: the points are shown, the curve is not, and the title says why.
+    check = check_q_of_r(table, study, info)
+    q_of_r = study.fits.get("Q(R)") if check is None or check.detectable else None
+    if q_of_r is None and "Q(R)" in study.fits:
+        title += "\nno detectable trend: no law drawn"
     if CONVERGED_VIEW not in study.fits:
-        figure = plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, info=info, external=external,
+        figure = plot_quality_vs(points, "rankme", q_of_r, label=label, info=info, external=external,
                                  baselines=baselines)  # fmt: skip
         figure.axes[0].set_title(title, fontsize="small")
         figure.tight_layout()
         return figure
     extra_in = 2 * EXTERNAL_LEGEND_WIDTH_IN if len(drawable_external_points(external)) or baselines else 0.0
     figure, (all_ax, converged_ax) = plt.subplots(1, 2, figsize=(10.0 + extra_in, 4.2))
-    plot_quality_vs(points, "rankme", study.fits.get("Q(R)"), label=label, ax=all_ax, info=info, external=external,
+    plot_quality_vs(points, "rankme", q_of_r, label=label, ax=all_ax, info=info, external=external,
                     baselines=baselines)  # fmt: skip
     plot_quality_vs(
         table, "rankme", study.fits[CONVERGED_VIEW], label=label, ax=converged_ax, rows=converged_rows(trials),

@@ -10,6 +10,7 @@ import pytest
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import Q_TREND_TAG, STUDY_EXPERIMENT
 from sweeps.record.study import read_study
+from sweeps.report.figures import study_figures
 from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
 from sweeps.report.q_trend import check_q_of_r
@@ -70,6 +71,13 @@ def test_a_cloud_whose_fit_has_r2_just_above_zero_has_no_detectable_trend():
     assert lines[0].startswith("No detectable trend")
     assert lines[1].startswith("Q(R) fit: not informative (no detectable trend, above); R² ")
     assert "95%" not in lines[1]  # no parameter intervals printed as if they meant something
+    figure = study_figures(cloud, study)["quality_vs_rankme.png"]
+    legend = figure.axes[0].get_legend_handles_labels()[1]
+    assert not any(text.startswith(("fit (R²", "95% band")) for text in legend), legend  # no law through a cloud
+    assert "no detectable trend: no law drawn" in figure.axes[0].get_title()
+    trending = fit_study_laws(TRENDING, n_bootstrap=0)
+    assert any(text.startswith("fit (R²") for text in study_figures(TRENDING, trending)["quality_vs_rankme.png"]
+               .axes[0].get_legend_handles_labels()[1])  # fmt: skip
 
 
 def test_without_per_trial_intervals_the_noise_check_is_reported_as_not_run():
