@@ -4,6 +4,7 @@
   mean +- t(0.975, seeds - 1) * std / sqrt(seeds) (sample std). One seed has no interval: NaN.
 - Q is the mean over tasks of the primary score (all primary metrics here lie in [0, 1]).
 - Q's 95% interval is the same t-interval over per-seed Q (seed i's scores averaged over tasks).
+- Seeds that repeat one score have no interval over seeds (NaN, never a zero-width interval).
 - Deterministic probes (linear, kNN) give every seed one score: their noise is the test split's.
   A task's `test_se` is the bootstrap standard error over its test clips
   (pipeline.evaluate.probes.bootstrap); Q's test-clip interval is Q +- 1.96 sqrt(sum_t se_t^2) / T,
@@ -66,11 +67,25 @@ def mean_confidence_interval(values: Sequence[float], confidence: float = CONFID
     return mean, mean - half_width, mean + half_width
 
 
+def seed_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(mean, low, high) over seeds; NaN bounds where the seeds repeat one value: seeds that all
+    agree (a deterministic probe, or a tiny task every seed scores perfectly) are not replicates,
+    and a zero-width interval would claim a certainty nobody measured."""
+    mean, low, high = mean_confidence_interval(values, confidence)
+    if np.ptp(np.asarray(values, dtype=np.float64)) == 0.0:
+        return mean, math.nan, math.nan
+    return mean, low, high
+
+
 def task_score_from_seeds(
     metric: str, seed_scores: Sequence[float], *, probe: str = "", test_replicates: np.ndarray | None = None
 ) -> TaskScore:
-    """`test_replicates`: the test score on resampled test clips (deterministic probes), or None."""
-    mean, low, high = mean_confidence_interval(seed_scores)
+    """`test_replicates`: the test score on resampled test clips (deterministic probes), or None.
+
+    A deterministic probe's interval is its test-clip interval only: its seeds repeat one score."""
+    mean, low, high = seed_interval(seed_scores)
+    if test_replicates is not None:
+        low = high = math.nan
     test = {}
     if test_replicates is not None and len(test_replicates) > 1:
         test_low, test_high = percentile_interval(test_replicates, CONFIDENCE)
@@ -107,7 +122,7 @@ def quality_q_interval(task_scores: Mapping[str, Mapping], confidence: float = C
     if not per_task or len({len(seeds) for seeds in per_task}) != 1:
         return math.nan, math.nan
     per_seed_q = np.mean(np.asarray(per_task, dtype=np.float64), axis=0)  # (seeds,)
-    _, low, high = mean_confidence_interval(per_seed_q, confidence)
+    _, low, high = seed_interval(per_seed_q, confidence)
     return low, high
 
 

@@ -91,6 +91,8 @@ def evaluation_metrics(result: EvaluationResult) -> dict[str, float]:
             metrics[f"{task}/ci_high"] = score["ci_high"]
         if _finite(score.get("test_se")):  # deterministic probes: the bootstrap over test clips
             metrics[f"{task}/test_se"] = score["test_se"]
+            metrics[f"{task}/test_ci_low"] = score["test_ci_low"]
+            metrics[f"{task}/test_ci_high"] = score["test_ci_high"]
     metrics.update({f"seconds/{key}": value for key, value in result.seconds.items()})
     return metrics
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sweeps.laws.envelope import fit_envelope
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
@@ -27,7 +28,7 @@ from sweeps.record.keys import CONVERGED_KEY, Q_METRIC
 from sweeps.record.trial import is_true_text
 from sweeps.report.architectures import fit_architecture_laws
 from sweeps.report.checkpoints import checkpoint_rows
-from sweeps.report.frontier import frontier_mask
+from sweeps.laws.frontier import frontier_mask
 from sweeps.report.study_info import law_not_on_grid
 from sweeps.report.task_laws import TaskLaw, fit_task_laws, task_score_columns
 
@@ -53,6 +54,8 @@ class StudyFits:
     n_trials_used: int
     n_trials_failed: int
     alternatives: dict[str, LawFit] = field(default_factory=dict)  # law name -> log-error fit
+    # law name -> why a cross-check (the log-error alternative, Q(C)'s envelope) failed: reported.
+    fit_failures: dict[str, str] = field(default_factory=dict)
     # Per usable trial (usable_trials' order): on the Q(C) efficiency frontier; None without flops.
     q_c_frontier: np.ndarray | None = None
     task_laws: dict[str, TaskLaw] = field(default_factory=dict)
@@ -112,8 +115,21 @@ def _fit_both(fit_function, *columns, name: str, rows: pd.DataFrame, out: dict, 
         return
     try:
         out["alternatives"][name] = fit_function(*columns, rows[Q_METRIC], estimator=LOG_ERROR, **kwargs)
-    except (ValueError, FitNotConvergedError):
-        pass  # the alternative is a cross-check: its failure does not hide the reference fit
+    except (ValueError, FitNotConvergedError) as error:
+        # The alternative is a cross-check: its failure does not hide the reference fit, and the
+        # report says it failed rather than showing no disagreement.
+        out["failures"][name] = f"the log-error cross-check failed: {error}"
+
+
+def _fit_envelope(trials: pd.DataFrame, out: dict, *, n_bootstrap: int, seed: int) -> None:
+    """Q(C) as the curve no run surpasses (sweeps.laws.envelope) replaces the least-squares fit to
+    the frontier points; where no feasible envelope is found, that fit stays and the report says so."""
+    try:
+        out["fits"]["Q(C)"] = fit_envelope(
+            trials["flops"], trials[Q_METRIC], groups=_groups(trials), n_bootstrap=n_bootstrap, seed=seed
+        )
+    except (ValueError, FitNotConvergedError) as error:
+        out["failures"]["Q(C) envelope"] = f"{error}; Q(C) shown is least squares on the frontier points"
 
 
 def _saturating_rows(trials: pd.DataFrame, name: str, column: str, frontier: np.ndarray | None) -> pd.DataFrame:
@@ -133,7 +149,7 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     mask-ratio study's FLOPs differ slightly, which is no compute axis); None: judge by the table.
     """
     trials, n_failed = usable_trials(table)
-    out: dict[str, dict] = {"fits": {}, "alternatives": {}, "skipped": {}}
+    out: dict[str, dict] = {"fits": {}, "alternatives": {}, "skipped": {}, "failures": {}}
     on_compute_grid = law_not_on_grid("Q(C)", grid) is None
     frontier = (
         frontier_mask(trials["flops"], trials[Q_METRIC]) if "flops" in trials.columns and on_compute_grid else None
@@ -160,6 +176,8 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
             out["skipped"][name] = f"only {n_distinct} distinct {label} value(s){where}; need >= {MIN_DISTINCT_SCALES}"
             continue
         _fit_both(fit_saturating, rows[column], name=name, rows=rows, out=out, n_bootstrap=n_bootstrap, seed=seed)
+        if name == "Q(C)" and frontier is not None and name in out["fits"]:
+            _fit_envelope(trials, out, n_bootstrap=n_bootstrap, seed=seed)
     if (off_grid := law_not_on_grid("Q(N,D)", grid)) is not None:
         out["skipped"]["Q(N,D)"] = off_grid
     elif {"n_params", "hours"} <= set(trials.columns) and min(
@@ -179,6 +197,6 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     )
     return StudyFits(
         fits=out["fits"], skipped=out["skipped"], n_trials_used=len(trials), n_trials_failed=n_failed,
-        alternatives=out["alternatives"], q_c_frontier=frontier, task_laws=task_laws, task_skipped=task_skipped,
+        alternatives=out["alternatives"], fit_failures=out["failures"], q_c_frontier=frontier, task_laws=task_laws, task_skipped=task_skipped,
         architecture_fits=architecture_fits, architecture_skipped=architecture_skipped,
     )  # fmt: skip

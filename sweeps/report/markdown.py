@@ -17,6 +17,7 @@ from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
 from sweeps.report.early_stop_markdown import early_stop_section, row_names
+from sweeps.laws.envelope import ENVELOPE_TOLERANCE
 from sweeps.report.fits import (
     StudyFits,
     parameters_disagree,
@@ -45,10 +46,11 @@ METHOD = (
     "gradient and at least two starts agreeing. Q(N,D) is the error form of Eq. 7 (Q rises to Q_inf; Eq. 7 read "
     "literally with positive parameters would make Q fall as N and D grow). Alternative (log_error): least squares "
     "on log(1 - Q), Q_inf bounded to [best observed Q, 1], exponents to (0, 2]; shown where a parameter's 95% "
-    "intervals of the two estimators do not overlap. Q(C) is fitted to the compute-efficiency frontier only (Sec. "
-    "IV-E, Fig. 5a): the runs whose Q is the best reached at or below their compute. Intervals: percentile "
-    "bootstrap resampling whole configurations (all seeds together); for Q(C) the frontier points are resampled, "
-    "the frontier is not re-picked. Extrapolation error: refit without the largest scale and predict it (mean "
+    "intervals of the two estimators do not overlap. Q(C) is the compute-efficiency frontier's upper envelope (Sec. "
+    "IV-E, Fig. 5a: the curve no run surpasses): least squares on the frontier points (the runs whose Q is the best "
+    f"reached at or below their compute) with no run above the curve by more than {ENVELOPE_TOLERANCE:g} in Q (SLSQP); its "
+    "alternative is the log-error fit to the frontier points. Intervals: percentile bootstrap resampling whole "
+    "configurations (all seeds together); for Q(C) the frontier is re-picked in every resample. Extrapolation error: refit without the largest scale and predict it (mean "
     "absolute error in Q). Q(R) trend check (sweeps.report.q_trend): no trend when every trial's 95% interval of Q "
     "shares a common value, RankMe spans under 5%, Q neither rises nor falls with RankMe (Spearman's rank "
     "correlation, p >= 0.05), or the fit's R² is at most 0."
@@ -237,6 +239,8 @@ def study_markdown(
         sections.append("No law could be fitted.")
     for name, reason in study.skipped.items():
         sections.append(f"- {name} not fitted: {reason}.")
+    for name, reason in study.fit_failures.items():
+        sections.append(f"- {name}: {reason}.")
     sections += architecture_markdown(trials, study.architecture_fits, study.architecture_skipped)
     if "rankme_by_step" in trials.columns and len(trials):
         sections += early_prediction_markdown(trials)

@@ -57,6 +57,8 @@ def disagreement_tags(study: StudyFits) -> dict[str, str]:
         if name in study.alternatives:
             disagreeing = parameters_disagree(fit, study.alternatives[name])
             tags[f"law.{metric_key(name)}.log_error_disagrees"] = ", ".join(sorted(disagreeing)) or "none"
+    for name, reason in study.fit_failures.items():
+        tags[f"law.{metric_key(name)}.failed"] = reason[:4000]  # a cross-check that failed says so
     return tags
 
 

@@ -57,9 +57,14 @@ def _write_task(
         (task_dir / f"{split}.json").write_text(json.dumps(split_labels))
 
 
-def build_tiny_tasks(root: Path, *, clips_per_class: dict[str, int] | None = None, seed: int = 0) -> Path:
+def build_tiny_tasks(
+    root: Path, *, clips_per_class: dict[str, int] | None = None, seed: int = 0, label_noise: float = 0.0
+) -> Path:
     """Two tasks under `root`: `tones` (multiclass pitch: 250/500/1000 Hz sines) and `mixtures`
-    (multilabel: which of a low tone and white noise are present)."""
+    (multilabel: which of a low tone and white noise are present).
+
+    `label_noise`: the chance that a clip's label is wrong (tones: another pitch's name; mixtures:
+    the noise flag flipped), so that no probe scores 1.0 and intervals have something to resample."""
     per_class = clips_per_class or {"train": 10, "valid": 5, "test": 5}
     rng = np.random.default_rng(seed)
     pitches = {"low": 250.0, "mid": 500.0, "high": 1000.0}
@@ -67,6 +72,10 @@ def build_tiny_tasks(root: Path, *, clips_per_class: dict[str, int] | None = Non
         split: [(_tone(rng, hz, 1.0), [label]) for label, hz in pitches.items() for _ in range(n)]
         for split, n in per_class.items()
     }
+    for items in tones.values():
+        for index, (wave, [label]) in enumerate(items):
+            if rng.random() < label_noise:
+                items[index] = (wave, [rng.choice([other for other in pitches if other != label])])
     _write_task(root, "tones", "multiclass", list(pitches), tones)
     mixtures = {}
     for split, n in per_class.items():
@@ -76,6 +85,7 @@ def build_tiny_tasks(root: Path, *, clips_per_class: dict[str, int] | None = Non
             wave = 0.001 * rng.standard_normal(SAMPLE_RATE_HZ)
             wave += _tone(rng, 300.0, 1.0) if has_tone else 0.0
             wave += 0.3 * rng.standard_normal(SAMPLE_RATE_HZ) if has_noise else 0.0
+            has_noise ^= bool(rng.random() < label_noise)
             items.append((wave, [label for label, on in (("tone", has_tone), ("noise", has_noise)) if on]))
         mixtures[split] = items
     _write_task(root, "mixtures", "multilabel", ["tone", "noise"], mixtures)

@@ -31,6 +31,18 @@ def test_single_seed_has_no_interval():
     assert score.mean == 0.8 and math.isnan(score.ci_low) and math.isnan(score.ci_high)
 
 
+def test_seeds_that_repeat_one_score_give_no_interval_and_a_deterministic_probe_gives_its_test_clips():
+    # kNN with 3 seeds: (0.6, 0.6, 0.6). Over seeds that would be the interval (0.6, 0.6).
+    replicates = np.random.default_rng(0).normal(0.6, 0.02, 200)
+    score = task_score_from_seeds("top1_acc", [0.6, 0.6, 0.6], probe="knn", test_replicates=replicates)
+    assert math.isnan(score.ci_low) and math.isnan(score.ci_high)
+    assert score.test_ci_low < 0.6 < score.test_ci_high and score.test_ci_high - score.test_ci_low > 0.05
+    # An MLP whose seeds all score 1.0 on a tiny task: no interval either.
+    assert math.isnan(task_score_from_seeds("top1_acc", [1.0, 1.0]).ci_low)
+    per_task = {"a": score.to_dict(), "b": task_score_from_seeds("mAP", [0.5, 0.5, 0.5]).to_dict()}
+    assert all(math.isnan(bound) for bound in quality_q_interval(per_task))
+
+
 def test_q_is_the_mean_of_task_scores_and_rejects_out_of_range():
     assert quality_q({"a": 0.5, "b": 0.9}) == pytest.approx(0.7)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):

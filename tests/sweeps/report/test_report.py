@@ -101,3 +101,24 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
     assert "keep the top 40% by RankMe (16 of 40" in markdown
     assert "| esc50 |" in markdown
     assert "![Q(R)](quality_vs_rankme.png)" in markdown  # relative to report.md by default
+
+
+def test_a_failed_cross_check_is_reported_not_dropped(monkeypatch):
+    """The log-error alternative failing must show in the report, not read as 'no disagreement'."""
+    import sweeps.report.fits as report_fits
+    from sweeps.laws.optimizer import FitNotConvergedError
+
+    real = report_fits.fit_saturating
+
+    def alternative_fails(*args, **kwargs):
+        if kwargs.get("estimator") == report_fits.LOG_ERROR:
+            raise FitNotConvergedError("saturating fit did not converge: projected gradient 1.0e-02")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(report_fits, "fit_saturating", alternative_fails)
+    table = _synthetic_table()
+    study = fit_study_laws(table, n_bootstrap=0)
+    assert "Q(R)" in study.fits and "Q(R)" not in study.alternatives
+    assert study.fit_failures["Q(R)"].startswith("the log-error cross-check failed: saturating fit did not converge")
+    markdown = study_markdown("s", table, study, [])
+    assert "- Q(R): the log-error cross-check failed: saturating fit did not converge" in markdown

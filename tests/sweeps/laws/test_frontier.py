@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweeps.report.frontier import frontier_mask
+from sweeps.laws.frontier import frontier_mask
 
 
 def test_frontier_picks_the_points_that_set_a_new_best_q_at_their_compute():
