@@ -28,7 +28,7 @@ def _describe_schedule(config: ProbeTrainingConfig) -> str:
     return (
         f"{layers} hidden layer(s) of 1024, {config.grid_points} of {len(full_grid(config.hidden_layer_choices))} "
         f"grid points per seed, <= {config.max_epochs} epochs, patience {config.patience_checks} checks "
-        f"every {config.validate_every_epochs} epochs"
+        f"of the validation {config.stop_on} every {config.validate_every_epochs} epoch(s)"
     )
 
 
@@ -36,7 +36,8 @@ def _probe_help() -> str:
     linear, knn = LinearProbeConfig(), KnnProbeConfig()
     return (
         f"scene probe. hear: HEAR 2021's predictor schedule ({_describe_schedule(PROBE_SCHEDULES['hear'])}), "
-        "an MLP grid and what the papers report. quick: the same probe family, cut down "
+        "an MLP grid and what HEAR reports. appc: the RankMe study's probe, paper App. C "
+        f"({_describe_schedule(PROBE_SCHEDULES['appc'])}), the paper profile's. quick: the same probe family, cut down "
         f"({_describe_schedule(PROBE_SCHEDULES['quick'])}); it exists because HEAR's schedule costs tens of "
         "minutes per checkpoint on 2 CPU cores, too slow to score every trial of a CPU study. "
         "linear: logistic regression on train-standardised embeddings (multinomial; one per class for multilabel "
@@ -52,7 +53,7 @@ LID_HEAD_HELP = (
     "language-ID tasks only (task_metadata.json label_kind 'language': language_real, language_synthetic): "
     "score them with the model zoo's attentive-statistics-pooling head with this attention on frame embeddings "
     f"instead of the MLP on their mean (4 heads, width 64, dropout 0.2, Adam lr 1e-4, <= {LidProbeConfig().max_epochs} "
-    "epochs with early stopping on validation accuracy); none: the MLP everywhere. MLP probes (hear, quick) only"
+    "epochs with early stopping on validation accuracy); none: the MLP everywhere. MLP probes (hear, appc, quick) only"
 )
 
 
@@ -157,7 +158,7 @@ def probe_training_from(config: EvaluateConfig) -> SceneProbe:
     if not isinstance(schedule, ProbeTrainingConfig):
         if overrides or config.lid_head != NO_LID_HEAD:
             raise SystemExit(
-                "--grid-points, --max-epochs, --patience and --lid-head go with the MLP probes (hear, quick), "
+                "--grid-points, --max-epochs, --patience and --lid-head go with the MLP probes (hear, appc, quick), "
                 f"not {config.probe}"
             )
         return schedule

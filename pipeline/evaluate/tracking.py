@@ -134,7 +134,7 @@ def log_evaluation(
             RANKME_K_KEY: result.rankme_k,
             RANKME_POOL_KEY: result.rankme_pool,
             "task_rankme_n": result.task_rankme_n,
-            # probe_schedule names the scene probe ("hear" | "quick" | "linear" | "knn"); the other probe_* its values.
+            # probe_schedule names the scene probe ("hear" | "appc" | "quick" | "linear" | "knn"); the other probe_* its values.
             **{f"probe_{key}": value for key, value in result.probe_protocol.items()},
             "lid_head": (result.lid_probe or {}).get("attention", "none"),
             **{f"lid_{key}": value for key, value in (result.lid_probe or {}).items() if key != "attention"},

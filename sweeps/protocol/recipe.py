@@ -96,7 +96,7 @@ RECIPES = {
         validation_stop=True,  # Sec. III-B: "unless early stopping is triggered on small-scale data"
         rankme_n=RANKME_POOL_N,  # the paper's pool size
         shuffle_buffer_crops=None,
-        probe="hear",  # HEAR 2021's MLP grid: what the papers report
+        probe="appc",  # the study's own probe, paper App. C (full grid, stop on validation loss)
         eval_checkpoints="final",  # Table III: Q at the end of training (step4HEAR)
         probe_seeds=3,  # the MLP's seed noise measured at three repetitions, the pipeline's default
         # The naive features only: a ViT-B initialisation and its supervised control, embedded and trained

@@ -23,7 +23,7 @@ class StudyContext:
     global_batch_size: int = 32  # the study's --batch-size (sweeps.study.config.StudyPretraining)
     eval_seeds: int = 3
     # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): the study's
-    # --probe, else its profile recipe's (sweeps.protocol.recipe: "hear" for paper, "knn" for cpu_default).
+    # --probe, else its profile recipe's (sweeps.protocol.recipe: "appc" for paper, "knn" for cpu_default).
     probe: str = "hear"
     # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
     # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).

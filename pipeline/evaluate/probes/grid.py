@@ -6,6 +6,11 @@ request); batch 1024; validation every 3 epochs; a config stops after 20 validat
 a strictly better validation score, or at 500 epochs; the config with the best validation score is
 chosen and its test score at its best validation check is reported (the same number as restoring
 that checkpoint and testing it, without keeping weights around).
+
+The RankMe study's probe (paper App. C) is a named schedule beside HEAR's ("appc"): the full
+16-point grid, at most 500 epochs, and a config stops when its validation *loss* (CE, or BCE for
+multi-label tasks) has not decreased for 20 consecutive epochs; the config with the best
+validation score is chosen, as in HEAR.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from pipeline.evaluate.probes.metrics import score_predictions
 from pipeline.evaluate.probes.mlp import ProbeConfig, StackedProbeMLPs
@@ -23,6 +29,7 @@ from pipeline.evaluate.probes.mlp import ProbeConfig, StackedProbeMLPs
 LEARNING_RATES = (3.2e-3, 1e-3, 3.2e-4, 1e-4)
 HIDDEN_LAYER_CHOICES = (1, 2)
 INITS = ("xavier_uniform", "xavier_normal")
+STOP_ON = ("score", "loss")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +43,11 @@ class ProbeTrainingConfig:
     patience_checks: int = 20
     grid_points: int = 8  # HEAR samples 8 of the 16 grid points; 16 runs the full grid
     hidden_layer_choices: tuple[int, ...] = HIDDEN_LAYER_CHOICES  # depths the grid may sample
+    stop_on: str = "score"  # patience counts checks without a better validation "score" (HEAR) or "loss" (App. C)
+
+    def __post_init__(self) -> None:
+        if self.stop_on not in STOP_ON:
+            raise ValueError(f"stop_on must be one of {STOP_ON}, got {self.stop_on!r}")
 
 
 # HEAR's schedule costs ~0.5 s per epoch per task on 2 CPU cores (1,000 clips, 1024-wide stacked
@@ -45,11 +57,17 @@ class ProbeTrainingConfig:
 QUICK_PROBE_TRAINING = ProbeTrainingConfig(
     schedule="quick", max_epochs=45, patience_checks=5, grid_points=2, hidden_layer_choices=(1,)
 )
-PROBE_SCHEDULES = {"hear": ProbeTrainingConfig(), "quick": QUICK_PROBE_TRAINING}
+# Paper App. C: "a grid search over: learning rates in [3.2e-3, 1e-3, 3.2e-4, 1e-4], number of MLP layers
+# in [1, 2] and initialization methods of Xavier ... uniform or normal" (all 16), "a maximum epoch setting
+# of 500", "Training halts when the validation loss fails to decrease for 20 consecutive epochs".
+APP_C_PROBE_TRAINING = ProbeTrainingConfig(
+    schedule="appc", max_epochs=500, validate_every_epochs=1, patience_checks=20, grid_points=16, stop_on="loss"
+)
+PROBE_SCHEDULES = {"hear": ProbeTrainingConfig(), "quick": QUICK_PROBE_TRAINING, "appc": APP_C_PROBE_TRAINING}
 
 
 def probe_schedule(name: str) -> ProbeTrainingConfig:
-    """The named probe schedule ("hear" | "quick")."""
+    """The named probe schedule ("hear" | "quick" | "appc")."""
     if name not in PROBE_SCHEDULES:
         raise ValueError(f"unknown probe schedule {name!r}; choose one of {', '.join(PROBE_SCHEDULES)}")
     return PROBE_SCHEDULES[name]
@@ -95,8 +113,20 @@ def sample_grid(
 class _ConfigProgress:
     best_validation: float = -np.inf
     test_at_best: float = np.nan
-    checks_since_best: int = 0
+    best_loss: float = np.inf
+    checks_since_best: int = 0  # of the quantity the schedule stops on
     epochs: int = 0
+
+
+def validation_losses(logits: torch.Tensor, targets: torch.Tensor, *, multilabel: bool) -> list[float]:
+    """Each config's mean validation loss from logits (configs, n, out): BCE for multi-label
+    targets, CE otherwise (App. C's losses, the ones the probe trains on)."""
+    if multilabel:
+        loss = F.binary_cross_entropy_with_logits(logits, targets.expand_as(logits), reduction="none").mean(dim=(1, 2))
+    else:
+        loss = F.cross_entropy(logits.transpose(1, 2), targets.expand(logits.shape[0], -1), reduction="none")
+        loss = loss.mean(dim=1)
+    return loss.tolist()
 
 
 def run_probe_grid(
@@ -138,7 +168,7 @@ def run_probe_grid(
             for stack in stacks:
                 stack.train_step(train.features[batch], train.targets[batch], multilabel=multilabel)
         if epoch % training.validate_every_epochs == 0:
-            stacks = _validate_and_stop(stacks, progress, valid, test, metric, class_labels, epoch, training)
+            stacks = _validate_and_stop(stacks, progress, valid, test, (metric, multilabel), class_labels, epoch, training)
     for stack in stacks:
         for config in stack.configs:
             progress[config].epochs = training.max_epochs
@@ -156,27 +186,31 @@ def _validate_and_stop(
     progress: dict[ProbeConfig, _ConfigProgress],
     valid: SplitArrays,
     test: SplitArrays,
-    metric: str,
+    task: tuple[str, bool],
     class_labels: list[str] | None,
     epoch: int,
     training: ProbeTrainingConfig,
 ) -> list[StackedProbeMLPs]:
-    """Update each config's best validation score; drop configs whose patience ran out."""
+    """Update each config's best validation score (and loss); drop configs whose patience ran out.
+    `task`: (metric, multilabel)."""
+    metric, multilabel = task
     still_running = []
     for stack in stacks:
-        validation_scores = score_predictions(
-            metric, stack.predict(valid.features), valid.targets, class_labels=class_labels
-        )
+        logits = stack.predict(valid.features)
+        validation_scores = score_predictions(metric, logits, valid.targets, class_labels=class_labels)
+        losses = validation_losses(logits, valid.targets, multilabel=multilabel)
         test_scores = score_predictions(metric, stack.predict(test.features), test.targets, class_labels=class_labels)
         keep = []
         for index, config in enumerate(stack.configs):
             state = progress[config]
-            if validation_scores[index] > state.best_validation:
+            better_score = validation_scores[index] > state.best_validation
+            if better_score:
                 state.best_validation = validation_scores[index]
                 state.test_at_best = test_scores[index]
-                state.checks_since_best = 0
-            else:
-                state.checks_since_best += 1
+            better_loss = losses[index] < state.best_loss
+            state.best_loss = min(state.best_loss, losses[index])
+            improved = better_loss if training.stop_on == "loss" else better_score
+            state.checks_since_best = 0 if improved else state.checks_since_best + 1
             if state.checks_since_best >= training.patience_checks:
                 state.epochs = epoch
             else:

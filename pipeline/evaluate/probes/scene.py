@@ -2,7 +2,7 @@
 mean and 95% confidence interval over seeds (pipeline.evaluate.probes.seeds).
 
 The scene probes (`SceneProbe`, named by `scene_probe`): the HEAR MLP grid under a schedule
-("hear" | "quick", pipeline.evaluate.probes.grid), the linear probe ("linear",
+("hear" | "appc" | "quick", pipeline.evaluate.probes.grid), the linear probe ("linear",
 pipeline.evaluate.probes.linear) and the kNN probe ("knn", pipeline.evaluate.probes.knn).
 
 For the MLP, seeds change the grid sample, the initialisation, the dropout masks and the batch
@@ -44,7 +44,7 @@ SCENE_PROBES: dict[str, SceneProbe] = {**PROBE_SCHEDULES, "linear": LinearProbeC
 
 
 def scene_probe(name: str) -> SceneProbe:
-    """The named scene probe: "hear" | "quick" (the MLP under that schedule), "linear", "knn"."""
+    """The named scene probe: "hear" | "appc" | "quick" (the MLP under that schedule), "linear", "knn"."""
     if name not in SCENE_PROBES:
         raise ValueError(f"unknown probe {name!r}; choose one of {', '.join(SCENE_PROBES)}")
     return SCENE_PROBES[name]

@@ -7,11 +7,14 @@ import pytest
 import torch
 
 from pipeline.evaluate.probes.grid import (
+    APP_C_PROBE_TRAINING,
+    PROBE_SCHEDULES,
     QUICK_PROBE_TRAINING,
     ProbeTrainingConfig,
     full_grid,
     run_probe_grid,
     sample_grid,
+    validation_losses,
 )
 from pipeline.evaluate.probes.metrics import score_predictions
 from pipeline.evaluate.probes.mlp import HIDDEN_UNITS, StackedProbeMLPs
@@ -114,6 +117,46 @@ def test_early_stopping_stops_a_config_after_patience_checks():
     # Validation accuracy saturates at 1.0 almost at once, so every config stops after 5 checks
     # without a strictly better score: long before 300 epochs, on a multiple of 3.
     assert all(epochs < 60 and epochs % 3 == 0 for epochs in result.epochs_trained.values())
+
+
+def test_app_c_schedule_is_the_papers_probe():
+    # Paper App. C: the full grid (4 lr x 2 depths x 2 Xavier inits), <= 500 epochs, stop when the
+    # validation loss has not decreased for 20 consecutive epochs.
+    assert PROBE_SCHEDULES["appc"] is APP_C_PROBE_TRAINING
+    appc = APP_C_PROBE_TRAINING
+    assert (appc.grid_points, appc.max_epochs, appc.patience_checks, appc.validate_every_epochs) == (16, 500, 20, 1)
+    assert appc.stop_on == "loss" and appc.hidden_layer_choices == (1, 2)
+    assert PROBE_SCHEDULES["hear"].stop_on == "score"  # HEAR's kit stays as it was, as a named alternative
+    with pytest.raises(ValueError, match="stop_on"):
+        ProbeTrainingConfig(stop_on="accuracy")
+
+
+def test_validation_losses_are_the_training_losses_per_config():
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]]])  # (configs, n, classes)
+    targets = torch.tensor([0, 1])
+    expected = [float(torch.nn.functional.cross_entropy(logits[c], targets)) for c in range(2)]
+    assert validation_losses(logits, targets, multilabel=False) == pytest.approx(expected)
+    multi = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    bce = float(torch.nn.functional.binary_cross_entropy_with_logits(logits[0], multi))
+    assert validation_losses(logits, multi, multilabel=True)[0] == pytest.approx(bce)
+
+
+def test_loss_based_stopping_outlasts_a_saturated_score_and_stops_an_overfitting_config():
+    train, valid, test = (_blobs(n, 2, 4, separation=6.0, seed=s) for n, s in ((200, 1), (50, 2), (50, 3)))
+    args = {"train": train, "valid": valid, "test": test, "n_classes": 2, "metric": "top1_acc", "multilabel": False}
+    on_score = ProbeTrainingConfig(max_epochs=120, validate_every_epochs=1, patience_checks=5, grid_points=2)
+    on_loss = ProbeTrainingConfig(
+        max_epochs=120, validate_every_epochs=1, patience_checks=5, grid_points=2, stop_on="loss"
+    )
+    # Accuracy is 1.0 at once, so patience on the score ends early; the loss keeps falling as the
+    # probe grows confident, so patience on the loss runs on.
+    score_epochs = run_probe_grid(**args, seed=0, training=on_score).epochs_trained.values()
+    loss_epochs = run_probe_grid(**args, seed=0, training=on_loss).epochs_trained.values()
+    assert max(score_epochs) < 30 and min(loss_epochs) > 2 * max(score_epochs)
+    # Random labels: the validation loss rises as the MLP memorises, so every config stops early.
+    noise = [_blobs(n, 2, 4, separation=6.0, seed=s, random_labels=True) for n, s in ((200, 1), (50, 2), (50, 3))]
+    noisy = run_probe_grid(**{**args, "train": noise[0], "valid": noise[1], "test": noise[2]}, seed=0, training=on_loss)
+    assert max(noisy.epochs_trained.values()) < 60
 
 
 def test_multilabel_probe_scores_map():

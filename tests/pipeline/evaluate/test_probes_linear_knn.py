@@ -164,7 +164,7 @@ def test_k_fold_task_and_the_score_names_its_probe(probe):
 
 
 def test_mlp_scores_keep_their_schedule_name_and_every_probe_is_named():
-    assert list(SCENE_PROBES) == ["hear", "quick", "linear", "knn"]
+    assert list(SCENE_PROBES) == ["hear", "quick", "appc", "linear", "knn"]
     with pytest.raises(ValueError, match="unknown probe"):
         scene_probe("svm")
     with pytest.raises(ValueError, match="unknown kNN vote"):

@@ -10,7 +10,7 @@ from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.driver import _open_study
 
 
-@pytest.mark.parametrize("probe", ["hear", "quick", "linear", "knn"])
+@pytest.mark.parametrize("probe", ["hear", "appc", "quick", "linear", "knn"])
 def test_cli_accepts_every_probe(probe):
     config, _ = parse_study_args(["--grid", "mask_ratio", "--probe", probe])
     assert config.evaluate.probe == probe and config.resolved_probe == probe
@@ -25,7 +25,7 @@ def test_cli_refuses_an_unknown_probe(capsys):
 def test_default_probe_is_the_profiles():
     default, _ = parse_study_args(["--grid", "mask_ratio"])
     assert default.evaluate.probe is None and default.resolved_probe == "knn"
-    assert StudyConfig(grid="size", profile="paper").resolved_probe == "hear"
+    assert StudyConfig(grid="size", profile="paper").resolved_probe == "appc"  # paper App. C
 
 
 def test_probe_reaches_the_trials_and_is_recorded_and_kept_on_resume(tracking_uri):
