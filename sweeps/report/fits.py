@@ -56,6 +56,8 @@ class StudyFits:
     alternatives: dict[str, LawFit] = field(default_factory=dict)  # law name -> log-error fit
     # law name -> why a cross-check (the log-error alternative, Q(C)'s envelope) failed: reported.
     fit_failures: dict[str, str] = field(default_factory=dict)
+    # Q(N) / Q(D) on a grid that varies both: which slice of the other axis each was fitted on.
+    slices: dict[str, str] = field(default_factory=dict)
     # Per usable trial (usable_trials' order): on the Q(C) efficiency frontier; None without flops.
     q_c_frontier: np.ndarray | None = None
     task_laws: dict[str, TaskLaw] = field(default_factory=dict)
@@ -82,12 +84,33 @@ def _groups(rows: pd.DataFrame) -> np.ndarray | None:
     return rows["configuration"].to_numpy() if "configuration" in rows.columns else None
 
 
-def _rows_for(trials: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Q(N) at the largest D and Q(D) at the largest N, so the other axis does not leak in."""
+# The paper's slices of a size x data grid: Q(D) is measured on en768-12 models (Sec. IV-C: "we
+# train a series of en768-12 models under varying data sizes"), Q(N) on 10,666 h (Sec. IV-D: "we
+# trained a series of models using 10,666 hours of audio data"). Where the grid has no such slice,
+# the report uses the largest value of the other axis and says so (`slice_note`).
+PAPER_Q_OF_D_MODEL = "mae-en768-12"
+PAPER_Q_OF_N_HOURS = 10_666.0
+
+
+def law_slice(trials: pd.DataFrame, column: str) -> tuple[pd.DataFrame, str]:
+    """The rows Q(N) or Q(D) is fitted to on a grid that varies both, and a sentence saying which;
+    every row and "" for the other laws or a one-axis grid."""
     other = {"n_params": "hours", "hours": "n_params"}.get(column)
     if other is None or other not in trials.columns or trials[other].nunique() <= 1:
-        return trials
-    return trials[trials[other] == trials[other].max()]
+        return trials, ""
+    if column == "hours" and "model_name" in trials.columns and trials["model_name"].eq(PAPER_Q_OF_D_MODEL).any():
+        return trials[trials["model_name"] == PAPER_Q_OF_D_MODEL], f"on {PAPER_Q_OF_D_MODEL}, the paper's slice (Sec. IV-C)"
+    if column == "n_params" and np.isclose(trials["hours"], PAPER_Q_OF_N_HOURS).any():
+        rows = trials[np.isclose(trials["hours"], PAPER_Q_OF_N_HOURS)]
+        return rows, f"at {PAPER_Q_OF_N_HOURS:,.0f} h, the paper's slice (Sec. IV-D)"
+    largest = trials[other].max()
+    paper = f"{PAPER_Q_OF_D_MODEL} (Sec. IV-C)" if column == "hours" else f"{PAPER_Q_OF_N_HOURS:,.0f} h (Sec. IV-D)"
+    label = f"{largest:,.4g} parameters" if other == "n_params" else f"{largest:,.4g} h"
+    return trials[trials[other] == largest], f"at the grid's largest {other} ({label}): the grid has no {paper} slice"
+
+
+def _rows_for(trials: pd.DataFrame, column: str) -> pd.DataFrame:
+    return law_slice(trials, column)[0]
 
 
 def parameters_disagree(reference: LawFit, alternative: LawFit) -> list[str]:
@@ -195,7 +218,9 @@ def fit_study_laws(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0
     architecture_fits, architecture_skipped = fit_architecture_laws(
         trials, min_distinct=MIN_DISTINCT_SCALES, n_bootstrap=n_bootstrap, seed=seed
     )
+    slices = {name: law_slice(trials, column)[1] for name, column in (("Q(N)", "n_params"), ("Q(D)", "hours"))}
     return StudyFits(
+        slices={name: note for name, note in slices.items() if note and name in out["fits"]},
         fits=out["fits"], skipped=out["skipped"], n_trials_used=len(trials), n_trials_failed=n_failed,
         alternatives=out["alternatives"], fit_failures=out["failures"], q_c_frontier=frontier, task_laws=task_laws, task_skipped=task_skipped,
         architecture_fits=architecture_fits, architecture_skipped=architecture_skipped,

@@ -239,6 +239,8 @@ def study_markdown(
         sections.append("No law could be fitted.")
     for name, reason in study.skipped.items():
         sections.append(f"- {name} not fitted: {reason}.")
+    for name, where in study.slices.items():
+        sections.append(f"- {name} fitted {where}.")
     for name, reason in study.fit_failures.items():
         sections.append(f"- {name}: {reason}.")
     sections += architecture_markdown(trials, study.architecture_fits, study.architecture_skipped)

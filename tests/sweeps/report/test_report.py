@@ -122,3 +122,35 @@ def test_a_failed_cross_check_is_reported_not_dropped(monkeypatch):
     assert study.fit_failures["Q(R)"].startswith("the log-error cross-check failed: saturating fit did not converge")
     markdown = study_markdown("s", table, study, [])
     assert "- Q(R): the log-error cross-check failed: saturating fit did not converge" in markdown
+
+
+def test_q_of_n_and_q_of_d_use_the_papers_slices_where_the_grid_holds_them():
+    """Sec. IV-C: Q(D) on en768-12; Sec. IV-D: Q(N) at 10,666 h. Otherwise the largest, said in the report."""
+    from sweeps.report.fits import PAPER_Q_OF_D_MODEL, PAPER_Q_OF_N_HOURS, law_slice
+    from sweeps.study.grids import PAPER_SIZE_COMPUTE_HOURS
+
+    assert PAPER_Q_OF_N_HOURS == PAPER_SIZE_COMPUTE_HOURS
+    rows = [
+        {"model_name": model, "n_params": n, "hours": hours, "q": 0.5}
+        for model, n in (("mae-en512-12", 6.4e7), (PAPER_Q_OF_D_MODEL, 1.1e8), ("mae-en1024-12", 1.8e8))
+        for hours in (1_000.0, PAPER_Q_OF_N_HOURS, 50_000.0)
+    ]
+    table = pd.DataFrame(rows)
+    q_of_d, note = law_slice(table, "hours")
+    assert set(q_of_d["model_name"]) == {PAPER_Q_OF_D_MODEL} and "Sec. IV-C" in note
+    q_of_n, note = law_slice(table, "n_params")
+    assert set(q_of_n["hours"]) == {PAPER_Q_OF_N_HOURS} and "Sec. IV-D" in note
+    # A CPU grid holds neither: the largest of the other axis, and the report says it is not the paper's.
+    cpu = table.assign(model_name="mae-debug", hours=table["hours"] / 1e4)
+    q_of_n, note = law_slice(cpu, "n_params")
+    assert set(q_of_n["hours"]) == {5.0} and "the grid has no 10,666 h (Sec. IV-D) slice" in note
+    one_axis = table[table["hours"] == 1_000.0]
+    rows_used, note = law_slice(one_axis, "n_params")
+    assert len(rows_used) == len(one_axis) and note == ""
+
+
+def test_the_report_states_the_slice_of_q_of_n_and_q_of_d(table_and_fits):
+    table, study = table_and_fits
+    assert study.slices["Q(N)"].startswith("at the grid's largest hours (100 h)")
+    markdown = study_markdown("s", table, study, [])
+    assert "- Q(D) fitted at the grid's largest n_params" in markdown
