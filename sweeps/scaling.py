@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     context_batch=config.pretrain.global_batch_size,
                     assumptions=assumptions,
                     objective=config.objective,
+                    probe=config.resolved_probe,
                 )
             )
         except ValueError as error:

@@ -67,6 +67,9 @@ N_TRIALS_PARAM = "n_trials"
 PROBE_PARAM = "probe"
 GRID_TAG = "audioscale.grid"
 PROFILE_TAG = "audioscale.profile"
+# The task set Q is over, against the profile's declared one (sweeps.protocol.task_set): "the paper's 16
+# HEAR scene tasks (Sec. III-D)", or the accepted difference (missing / extra tasks, listed).
+TASK_SET_TAG = "audioscale.task_set"
 Q_TREND_TAG = "audioscale.q_trend"  # the Q(R) trend verdict in words
 Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # the trials Eq. 6 is fitted to
 RANKME_POOL_ARTIFACT = "rankme_pool.json"  # the pool the study measured R on (sweeps.record.rankme_pool)

@@ -50,7 +50,7 @@ class StudyEvaluation:
     probe: str | None = flag(
         "--probe", None,
         "scene probe that scores every trial (see python -m pipeline.evaluate --help); recorded on the study "
-        "run, and Q compares only within one probe (default: the profile's: knn for cpu_default, hear for paper)",
+        "run, and Q compares only within one probe (default: the profile's: knn for cpu_default, appc for paper)",
         choices=list(SCENE_PROBES),
     )  # fmt: skip
     eval_checkpoints: str | None = flag(
@@ -75,6 +75,11 @@ class StudyEvaluation:
     control_steps: int | None = flag(
         "--control-steps", None, "supervised steps of the positive control (default: the profile's, 4000)"
     )
+    accept_task_set: bool = flag(
+        "--accept-task-set", False,
+        "run a profile that declares a task set (paper: the 16 HEAR scene tasks of Sec. III-D) on a task folder "
+        "that differs; without it the study refuses before training. The difference is recorded on the study run",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if self.seeds is not None and self.seeds < 1:

@@ -95,8 +95,9 @@ def study_trainable(config: dict[str, Any]) -> None:
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
     trials = expand_grids(config.grid, profile=config.profile, objective=config.objective)
-    check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
+    task_set = check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
+    parent.set_tags({keys.TASK_SET_TAG: task_set.describe()})
     # MLflow is the ledger: a resumed study skips what an earlier attempt finished (read before the
     # trials run; the closing read below sees what they wrote).
     ledger = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)
@@ -105,7 +106,8 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     say = progress_writer(quiet=config.quiet)
     say(
         f"{context.study_name}: {len(trials)} trials ({len(remaining)} to run); {context.probe} probe, "
-        f"{context.eval_checkpoints} checkpoints evaluated per trial; MLflow: {context.tracking_uri}"
+        f"{context.eval_checkpoints} checkpoints evaluated per trial; tasks: {task_set.describe()}; "
+        f"MLflow: {context.tracking_uri}"
     )
     with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
         failed = _run_trials(config, remaining, context, say) if remaining else []

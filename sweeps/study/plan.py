@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.evaluate.probes.grid import ProbeTrainingConfig, full_grid
+from pipeline.evaluate.probes.scene import SCENE_PROBES
 from pipeline.pretrain.config import PretrainConfig
 from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
 from sweeps.protocol.recipe import (
@@ -19,6 +21,7 @@ from sweeps.protocol.recipe import (
     evaluation_steps_for,
     trial_overrides,
 )
+from sweeps.protocol.task_set import PAPER_TASKS, TASK_SETS
 from sweeps.study.cost import (
     CHECKPOINT_BYTES_PER_PARAMETER,
     CostAssumptions,
@@ -106,6 +109,28 @@ def describe(trial: PlannedTrial) -> dict[str, Any]:
     }
 
 
+def quality_lines(profile: str, probe: str) -> list[str]:
+    """How Q is measured: the probe and the task set it averages over."""
+    schedule = SCENE_PROBES[probe]
+    if isinstance(schedule, ProbeTrainingConfig):
+        depths = " or ".join(str(depth) for depth in schedule.hidden_layer_choices)
+        how = (
+            f"MLP with {depths} hidden layer(s), {schedule.grid_points} of {len(full_grid(schedule.hidden_layer_choices))} "
+            f"grid settings, <= {schedule.max_epochs} epochs, stops after {schedule.patience_checks} checks "
+            f"(every {schedule.validate_every_epochs} epoch(s)) without a better validation {schedule.stop_on}"
+        )
+    else:
+        how = "deterministic, chosen on validation"
+    source = " (paper App. C)" if probe == "appc" else ""
+    declared = TASK_SETS.get(profile)
+    tasks = (
+        f"the paper's {len(declared)} HEAR scene tasks (Sec. III-D): {', '.join(PAPER_TASKS[t] for t in declared)}"
+        if declared
+        else "the task folder's (the embedded default tasks unless --tasks)"
+    )
+    return [f"Q: probe {probe}{source}: {how}", f"Q's tasks: {tasks}; Q is their mean primary score"]
+
+
 def bytes_text(n_bytes: float) -> str:
     """Decimal units; MB below a gigabyte, so the CPU profile's small figures do not print as 0.00 GB."""
     if n_bytes < 1e9:
@@ -160,8 +185,10 @@ def plan_text(
     context_batch: int = DEFAULT_CONTEXT_BATCH,
     assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
     objective: str = "mae",
+    probe: str | None = None,
 ) -> str:
-    """The whole plan: a header, then each trial with its labelled values, then the study's totals."""
+    """The whole plan: a header, how Q is measured, then each trial with its labelled values, then
+    the study's totals. `probe`: the study's --probe (None: the profile's)."""
     trials = [
         plan_trial(
             spec, profile, context_batch=context_batch, eval_checkpoints=eval_checkpoints, assumptions=assumptions
@@ -169,6 +196,7 @@ def plan_text(
         for spec in expand_grids(grid, profile=profile, objective=objective)
     ]
     lines = [f"Plan: grid {grid}, profile {profile}: {len(trials)} trial(s), nothing is run."]
+    lines += quality_lines(profile, probe or RECIPES[profile].probe)
     for trial in trials:
         lines.append(f"- {trial.spec.name}")
         lines += [f"    {label}: {value}" for label, value in describe(trial).items()]

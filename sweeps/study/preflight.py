@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.corpus.tasks.build import TASK_BUILDERS
 from pipeline.evaluate.task_data import check_task_files, list_task_dirs, read_task_info
 from pipeline.tracking import runs as tracking
 from pipeline.writable import check_writable_dir
+from sweeps.protocol.task_set import TaskSetCheck, check_task_set
 from sweeps.study.config import StudyConfig
 
 
-def check_study_inputs(config: StudyConfig) -> None:
+def check_study_inputs(config: StudyConfig) -> TaskSetCheck:
+    """Raise on the first bad input; the task folder against the profile's task set."""
     if config.tasks_dir is not None:
         _check_tasks(Path(config.tasks_dir))
+        present, where = [path.name for path in list_task_dirs(Path(config.tasks_dir))], f"--tasks {config.tasks_dir}"
+    else:
+        present, where = list(TASK_BUILDERS), "the embedded default tasks"
+    task_set = check_task_set(
+        config.profile, present, accept_difference=config.evaluate.accept_task_set, where=where
+    )
     if config.corpus_dir is not None:
         corpus = Path(config.corpus_dir)
         if not corpus.is_dir() or not any(path.is_file() for path in corpus.rglob("*")):
@@ -32,6 +41,7 @@ def check_study_inputs(config: StudyConfig) -> None:
     if config.address is None and config.gpus_per_trial > 0:
         _check_local_gpus(config.gpus_per_trial)
     tracking.check_store(tracking.resolve_tracking_uri(config.tracking_uri))
+    return task_set
 
 
 def _check_tasks(tasks_dir: Path) -> None:

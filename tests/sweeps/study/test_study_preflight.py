@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STUDY_EXPERIMENT
-from sweeps.study.config import StudyConfig
+from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.preflight import check_study_inputs
 from tests.conftest import REPO_ROOT
 from tests.support.hear_task_fixtures import build_tiny_tasks
@@ -83,3 +83,26 @@ def test_a_split_whose_audio_is_missing_is_refused(tmp_path, tracking_uri):
     clip.unlink()
     with pytest.raises(ValueError, match=rf"lacks 1 clip\(s\) that valid.json lists, e.g. {clip.name}"):
         check_study_inputs(_config(tmp_path, tracking_uri, tasks_dir=str(tasks)))
+
+
+def test_paper_profile_refuses_a_task_folder_that_is_not_the_papers_and_lists_the_difference(tmp_path, tracking_uri):
+    tasks = build_tiny_tasks(tmp_path / "tasks")
+    (tasks / "esc50-v2.0.0-full").mkdir()  # one of the paper's, present (empty tasks are not HEAR tasks: copy one)
+    for item in (tasks / "tones").iterdir():
+        os.symlink(item, tasks / "esc50-v2.0.0-full" / item.name)
+    paper = _config(tmp_path, tracking_uri, profile="paper", tasks_dir=str(tasks))
+    with pytest.raises(ValueError, match="--accept-task-set") as refused:
+        check_study_inputs(paper)
+    message = str(refused.value)
+    assert "missing 15 of the paper's 16: speech_commands-v0.0.2-5h" in message and "fsd50k-v1.0-full" in message
+    assert "2 not in the paper's set: mixtures, tones" in message
+    accepted = StudyConfig(**{**paper.__dict__, "evaluate": StudyEvaluation(accept_task_set=True)})
+    check = check_study_inputs(accepted)
+    assert not check.matches and check.extra == ("mixtures", "tones") and len(check.missing) == 15
+    # The embedded default tasks under the paper profile: refused too, naming them.
+    with pytest.raises(ValueError, match="the embedded default tasks differs"):
+        check_study_inputs(_config(tmp_path, tracking_uri, profile="paper"))
+    # The CPU profile declares no set.
+    assert check_study_inputs(_config(tmp_path, tracking_uri, tasks_dir=str(tasks))).describe() == (
+        "the profile declares no task set"
+    )

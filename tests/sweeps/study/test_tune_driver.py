@@ -7,6 +7,7 @@ import pytest
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STATUS_TAG
 from sweeps.record.rankme_pool import read_rankme_pool
+from sweeps.record.keys import TASK_SET_TAG
 from sweeps.study.driver import StudyConfig, run_study
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
@@ -61,6 +62,8 @@ def test_a_study_lists_its_children_to_resume_and_to_close_and_records_its_pool_
     pool = read_rankme_pool(uri, outcome.parent_run_id)
     assert pool is not None and pool.fingerprint == "synthetic0000000"  # five trials reported it; one artifact
     assert tracking.list_artifacts(uri, outcome.parent_run_id).count("rankme_pool.json") == 1
+    # The task set Q is over, recorded with the study (the CPU profile declares none).
+    assert tracking.read_run(uri, outcome.parent_run_id)["tags"][TASK_SET_TAG] == "the profile declares no task set"
 
 
 def _intervals(storage) -> list[tuple[str, float, float, int]]:
