@@ -15,7 +15,7 @@ from sweeps.study.config import StudyConfig, StudyEvaluation
         ("cpu_default", "knn", 1), ("cpu_default", "linear", 1), ("paper", "knn", 1), ("paper", "linear", 1),
         # An MLP probe on the CPU profile: two seeds keep the study within minutes.
         ("cpu_default", "hear", 2), ("cpu_default", "quick", 2),
-        ("paper", "hear", 3), ("paper", "quick", 3),
+        ("paper", "hear", 3), ("paper", "appc", 3), ("paper", "quick", 3),
     ],
 )  # fmt: skip
 def test_eval_seeds_per_profile_and_probe(profile, probe, seeds):
@@ -26,7 +26,7 @@ def test_eval_seeds_per_profile_and_probe(profile, probe, seeds):
     assert chosen.resolved_eval_seeds == 5  # the study's own setting wins over the policy
 
 
-@pytest.mark.parametrize("profile, probe, checkpoints", [("cpu_default", "knn", "all"), ("paper", "hear", "final")])
+@pytest.mark.parametrize("profile, probe, checkpoints", [("cpu_default", "knn", "all"), ("paper", "appc", "final")])
 def test_default_probe_and_checkpoints_per_profile(profile, probe, checkpoints):
     assert (RECIPES[profile].probe, RECIPES[profile].eval_checkpoints) == (probe, checkpoints)
     config = StudyConfig(grid="mask_ratio", profile=profile)
