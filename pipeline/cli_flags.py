@@ -110,6 +110,17 @@ def parse_steps(text: str) -> tuple[int, ...]:
         raise SystemExit(f"expected comma-separated whole steps such as 50000,100000, got {text!r}") from None
 
 
+def parse_betas(text: str) -> tuple[float, float]:
+    """`0.9,0.999` -> (0.9, 0.999): Adam's two decay rates, each in [0, 1)."""
+    try:
+        betas = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        betas = ()
+    if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
+        raise SystemExit(f"expected two comma-separated decay rates in [0, 1) such as 0.9,0.999, got {text!r}")
+    return betas
+
+
 def parse_names(text: str) -> tuple[str, ...]:
     """`lr,warmup-steps` -> ("lr", "warmup-steps")."""
     return tuple(part.strip() for part in text.split(",") if part.strip())

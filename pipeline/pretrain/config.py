@@ -20,10 +20,12 @@ from pipeline.cli_flags import (
     field_flag,
     filled_by_program,
     flag,
+    parse_betas,
     parse_names,
     parse_override,
     parse_steps,
 )
+from pipeline.pretrain.optim import LR_SCHEDULE_KINDS
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
 from pipeline.pretrain.resources import default_worker_cpus
 from pipeline.rankme.pool import MIN_POOL_CROPS
@@ -33,6 +35,7 @@ from pipeline.tracking.setup import resolve_tracking_uri
 RUN_LEVEL_MODEL_FIELDS = ("mask_ratio", "crop_frames")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 OPTIMIZERS = ("adamw", "adamw8bit")
+LR_SCHEDULES = LR_SCHEDULE_KINDS  # pipeline.pretrain.optim.lr_factor
 CHECKPOINT_UPLOADS = ("sync", "async")  # ray.train.CheckpointUploadMode (pipeline.pretrain.checkpoint_report)
 PRECISIONS = ("fp32", "bf16")  # of the forward pass (pipeline.pretrain.step.autocast_for)
 
@@ -83,7 +86,20 @@ class PretrainConfig:
     # None: 10% of steps, as AudioMAE++'s 10 of 100 epochs.
     warmup_steps: int | None = flag("--warmup-steps", None, "linear warmup steps (default: 10%% of --steps)")
     min_lr_ratio: float = flag("--min-lr-ratio", 0.0, "cosine floor as a fraction of the peak lr")
-    grad_clip_norm: float = flag("--grad-clip-norm", 1.0, "gradients are clipped to this total norm")
+    grad_clip_norm: float = flag("--grad-clip-norm", 1.0, "gradients are clipped to this total norm (0: not clipped)")
+    adam_betas: tuple[float, float] = flag(
+        "--adam-betas", (0.9, 0.95), "AdamW's decay rates (MAE's 0.9,0.95; Dasheng's and torch's 0.9,0.999)",
+        parse_text=parse_betas, to_field=tuple,
+    )  # fmt: skip
+    adam_eps: float = flag("--adam-eps", 1e-8, "AdamW's epsilon")
+    decay_all_parameters: bool = flag(
+        "--decay-all-parameters", False, "weight decay on every parameter, as Dasheng's training does (default: "
+        "biases, norms and position/cls/mask tokens are left undecayed, as MAE does)",
+    )  # fmt: skip
+    lr_schedule: str = flag(
+        "--lr-schedule", "cosine", "after the warmup: cosine (MAE, Dasheng) or linear (wav2vec 2.0, HuBERT) decay to "
+        "--min-lr-ratio x peak, or constant", choices=list(LR_SCHEDULES),
+    )  # fmt: skip
     # The RankMe study's recipe (sweeps.protocol.recipe, App. B): its lr is a peak, not a base to rescale.
     peak_lr: float | None = flag("--peak-lr", None, "peak lr used as given, without batch/256 scaling (replaces --lr)")
     optimizer: str = flag(
@@ -217,10 +233,10 @@ class PretrainConfig:
             raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
         if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
             raise ValueError(f"{_flag('mask_ratio')} must be in (0, 1) (a fraction of patches), got {self.mask_ratio}")
-        if self.base_lr <= 0 or self.weight_decay < 0 or self.grad_clip_norm <= 0:
+        if self.base_lr <= 0 or self.weight_decay < 0 or self.grad_clip_norm < 0 or self.adam_eps <= 0:
             raise ValueError(
-                f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm > 0; got {self.base_lr}, "
-                f"{self.weight_decay}, {self.grad_clip_norm}"
+                f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm >= 0 (0: off), --adam-eps > 0; got "
+                f"{self.base_lr}, {self.weight_decay}, {self.grad_clip_norm}, {self.adam_eps}"
             )
         if any(not 0 <= step <= self.steps for step in self.checkpoint_steps):
             raise ValueError(f"--checkpoint-steps must lie in 0..--steps ({self.steps}); got {self.checkpoint_steps}")

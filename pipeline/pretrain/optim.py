@@ -8,7 +8,10 @@ Rules (each one has a test in tests/pipeline/pretrain/test_optim.py):
 - Peak lr = base_lr x global_batch / 256 x model.lr_scale (the linear scaling rule, times
   CrossMAE's gamma/p when the model decodes only part of the masked patches).
   A run may give its peak instead (`peak_lr`): the RankMe study states 3e-4 at batch 256 (App. B).
-- Linear warmup from 0 to the peak, then a cosine decay to `min_lr_ratio` x peak.
+- Linear warmup from 0 to the peak, then a cosine decay to `min_lr_ratio` x peak (or a linear decay,
+  wav2vec 2.0's and HuBERT's, or a constant lr: `lr_factor`).
+- Betas, epsilon and whether anything is exempt from decay are the run's (PretrainConfig): the
+  defaults are MAE's; the paper profile gives Dasheng's (sweeps.protocol.recipe).
 - "adamw8bit" is bitsandbytes' AdamW8bit (the study's 8-bit AdamW, App. B) on GPU; where bitsandbytes
   or a GPU is missing it is plain AdamW and `optimizer_choice` says so, for the run to record.
 """
@@ -24,6 +27,7 @@ from torch import nn
 ADAMW_BETAS = (0.9, 0.95)
 DEFAULT_WEIGHT_DECAY = 0.05
 REFERENCE_BATCH_SIZE = 256
+LR_SCHEDULE_KINDS = ("cosine", "linear", "constant")
 
 _NORM_TYPES = (
     nn.LayerNorm,
@@ -100,8 +104,12 @@ def build_optimizer(
     fused: bool = False,
     peak_lr: float | None = None,
     optimizer: str = "adamw",
+    betas: tuple[float, float] = ADAMW_BETAS,
+    eps: float = 1e-8,
+    decay_all: bool = False,
 ) -> torch.optim.Optimizer:
-    """AdamW over two parameter groups (decayed / not), at the scaled peak lr, or `peak_lr` as given.
+    """AdamW over two parameter groups (decayed / not; `decay_all`: one, every parameter decayed, as
+    Dasheng's training), at the scaled peak lr, or `peak_lr` as given.
 
     `optimizer` "adamw8bit" must already be `optimizer_choice`'s answer (bitsandbytes present, GPU)."""
     bare_model = getattr(model, "module", model)
@@ -113,6 +121,8 @@ def build_optimizer(
             lr_scale=float(getattr(bare_model, "lr_scale", 1.0)),
         )
     decay_names, no_decay_names = split_weight_decay_groups(model)
+    if decay_all:
+        decay_names, no_decay_names = decay_names + no_decay_names, []
     params = dict(model.named_parameters())
     groups = [
         {"params": [params[n] for n in decay_names], "weight_decay": weight_decay, "group_name": "decay"},
@@ -121,9 +131,9 @@ def build_optimizer(
     if optimizer == "adamw8bit":
         import bitsandbytes  # optional: present only where optimizer_choice found it
 
-        return bitsandbytes.optim.AdamW8bit(groups, lr=peak_lr, betas=ADAMW_BETAS)
+        return bitsandbytes.optim.AdamW8bit(groups, lr=peak_lr, betas=betas, eps=eps)
     # `fused` runs one kernel per step on GPU; it is not implemented for every CPU dtype.
-    return torch.optim.AdamW(groups, lr=peak_lr, betas=ADAMW_BETAS, fused=fused or None)
+    return torch.optim.AdamW(groups, lr=peak_lr, betas=betas, eps=eps, fused=fused or None)
 
 
 def warmup_cosine_factor(step: int, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
@@ -137,16 +147,37 @@ def warmup_cosine_factor(step: int, *, warmup_steps: int, total_steps: int, min_
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def lr_factor(step: int, *, kind: str, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+    """Multiplier of the peak lr at `step` (0-based) for a schedule `kind`: the same linear warmup,
+    then cosine (MAE, Dasheng), linear (wav2vec 2.0 and HuBERT's polynomial decay of power 1) to
+    `min_lr_ratio`, or constant."""
+    if kind not in LR_SCHEDULE_KINDS:
+        raise ValueError(f"unknown lr schedule {kind!r}; choose one of {', '.join(LR_SCHEDULE_KINDS)}")
+    if kind == "cosine" or step < warmup_steps:
+        return warmup_cosine_factor(step, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
+    if kind == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup_steps + 1) / max(1, total_steps - warmup_steps))
+    return 1.0 - (1.0 - min_lr_ratio) * progress
+
+
 def build_scheduler(
-    optimizer: torch.optim.Optimizer, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
+    optimizer: torch.optim.Optimizer,
+    *,
+    warmup_steps: int,
+    total_steps: int,
+    min_lr_ratio: float = 0.0,
+    kind: str = "cosine",
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Per-step warmup + cosine schedule; its state_dict holds plain numbers only (weights_only safe)."""
+    """Per-step warmup + decay schedule (`lr_factor`); its state_dict holds plain numbers only (weights_only safe)."""
     if warmup_steps < 0 or total_steps <= 0:
         raise ValueError(f"need warmup_steps >= 0 and total_steps > 0, got {warmup_steps} and {total_steps}")
     if not 0.0 <= min_lr_ratio <= 1.0:
         raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
 
+    lr_factor(0, kind=kind, warmup_steps=warmup_steps, total_steps=total_steps)  # an unknown kind fails here, not at step 1
+
     def factor(step: int) -> float:
-        return warmup_cosine_factor(step, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
+        return lr_factor(step, kind=kind, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

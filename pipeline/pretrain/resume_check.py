@@ -25,8 +25,11 @@ from pipeline.pretrain.config import PretrainConfig
 TRAINING_FIELDS = (
     "model_name", "model_overrides", "mask_ratio", "crop_frames", "shard_fingerprint", "rankme_shards_dir",
     "global_batch_size", "base_lr", "weight_decay", "warmup_steps", "min_lr_ratio", "grad_clip_norm", "peak_lr",
-    "optimizer", "seed", "rankme_n", "validation_fraction", "shuffle_buffer_crops",
+    "optimizer", "seed", "rankme_n", "validation_fraction", "shuffle_buffer_crops", "adam_betas", "adam_eps",
+    "decay_all_parameters", "lr_schedule",
 )  # fmt: skip
+# Fields added after checkpoints were first written: a checkpoint without one trained with this value.
+DEFAULTS_OF_LATER_FIELDS = {"adam_betas": [0.9, 0.95], "adam_eps": 1e-8, "decay_all_parameters": False, "lr_schedule": "cosine"}
 
 
 def newest_checkpoint_config(storage_path: str, run_name: str) -> tuple[Path, dict[str, Any]] | None:
@@ -47,6 +50,7 @@ def newest_checkpoint_config(storage_path: str, run_name: str) -> tuple[Path, di
 def resume_differences(saved: dict[str, Any], config: PretrainConfig) -> dict[str, tuple[Any, Any]]:
     """{field: (checkpoint's value, new value)} for every TRAINING_FIELDS setting that differs."""
     new = json.loads(json.dumps(config.to_dict(), default=str))  # the checkpoint's JSON round trip
+    saved = {**DEFAULTS_OF_LATER_FIELDS, **saved}
     return {name: (saved.get(name), new.get(name)) for name in TRAINING_FIELDS if saved.get(name) != new.get(name)}
 
 

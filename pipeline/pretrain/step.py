@@ -8,6 +8,7 @@ once, on the last micro-batch. The returned loss is the mean over this worker's 
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 import torch.distributed as dist
@@ -85,7 +86,9 @@ def forward_backward(
             loss = debug_hooks.maybe_poison_loss(loss, step=step)
             (loss / accumulation).backward()
         loss_sum += loss.detach().float()
-    grad_norm = torch.nn.utils.clip_grad_norm_(train_model.parameters(), config.grad_clip_norm)
+    # --grad-clip-norm 0 (Dasheng's training clips nothing): an infinite bound measures the norm only.
+    bound = config.grad_clip_norm if config.grad_clip_norm > 0 else math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_(train_model.parameters(), bound)
     return loss_sum / accumulation, grad_norm
 
 

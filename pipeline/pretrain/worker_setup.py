@@ -60,10 +60,14 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
         fused=place.device.type == "cuda",
         peak_lr=config.peak_lr,
         optimizer=optimizer_used,
+        betas=config.adam_betas,
+        eps=config.adam_eps,
+        decay_all=config.decay_all_parameters,
     )
     scheduler = build_scheduler(
-        optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio
-    )
+        optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio,
+        kind=config.lr_schedule,
+    )  # fmt: skip
     start_step, saved_data_position = restore_training_state(
         model, optimizer, scheduler, config=config, rank=place.rank
     )

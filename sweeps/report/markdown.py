@@ -189,6 +189,23 @@ def figures_markdown(figure_names: list[str], sources: dict[str, str] | None = N
     return lines
 
 
+def laws_section(trials: pd.DataFrame, study: StudyFits) -> list[str]:
+    """The fitted laws: table, one sentence each, the frontier, the alternative, and what was not fitted,
+    which slice Q(N) / Q(D) used, and any cross-check that failed."""
+    sections = ["", "## Fitted laws", ""]
+    if study.fits:
+        sections += [fit_table_markdown(study), ""]
+        sections += [_law_sentence(name, fit, trials) for name, fit in study.fits.items()]
+        sections += frontier_sentence(trials, study)
+        sections += alternative_fits_markdown(study)
+    else:
+        sections.append("No law could be fitted.")
+    sections += [f"- {name} not fitted: {reason}." for name, reason in study.skipped.items()]
+    sections += [f"- {name} fitted {where}." for name, where in study.slices.items()]
+    sections += [f"- {name}: {reason}." for name, reason in study.fit_failures.items()]
+    return sections
+
+
 def study_markdown(
     study_name: str,
     table: pd.DataFrame,
@@ -228,21 +245,7 @@ def study_markdown(
                 f"Q = {top[Q_METRIC]:.4f}, RankMe R {top['rankme']:.2f}."
             )
     sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
-    sections += ["", "## Fitted laws", ""]
-    if study.fits:
-        sections.append(fit_table_markdown(study))
-        sections.append("")
-        sections += [_law_sentence(name, fit, trials) for name, fit in study.fits.items()]
-        sections += frontier_sentence(trials, study)
-        sections += alternative_fits_markdown(study)
-    else:
-        sections.append("No law could be fitted.")
-    for name, reason in study.skipped.items():
-        sections.append(f"- {name} not fitted: {reason}.")
-    for name, where in study.slices.items():
-        sections.append(f"- {name} fitted {where}.")
-    for name, reason in study.fit_failures.items():
-        sections.append(f"- {name}: {reason}.")
+    sections += laws_section(trials, study)
     sections += architecture_markdown(trials, study.architecture_fits, study.architecture_skipped)
     if "rankme_by_step" in trials.columns and len(trials):
         sections += early_prediction_markdown(trials)

@@ -12,6 +12,7 @@ from pipeline.pretrain.optim import (
     ADAMW_BETAS,
     build_optimizer,
     build_scheduler,
+    lr_factor,
     scaled_learning_rate,
     split_weight_decay_groups,
     warmup_cosine_factor,
@@ -160,3 +161,29 @@ def test_cosine_floor_is_ten_percent_of_the_peak_at_the_last_step():
     # App. B: warmup, then decayed "to 10% of its maximum value".
     assert warmup_cosine_factor(999, warmup_steps=30, total_steps=1000, min_lr_ratio=0.1) == pytest.approx(0.1)
     assert warmup_cosine_factor(29, warmup_steps=30, total_steps=1000, min_lr_ratio=0.1) == pytest.approx(1.0)
+
+
+def test_betas_epsilon_and_decay_on_every_parameter_as_dashengs_training():
+    # Dasheng (dasheng/train/train.py): AdamW8bit(model.parameters(), lr, weight_decay) with the library's
+    # betas (0.9, 0.999): one group, nothing exempt.
+    optimizer = build_optimizer(
+        TinyMaskedModel(), base_lr=1.5e-4, global_batch_size=256, weight_decay=0.01, betas=(0.9, 0.999),
+        eps=1e-6, decay_all=True,
+    )  # fmt: skip
+    decay_group, no_decay_group = optimizer.param_groups
+    assert decay_group["betas"] == (0.9, 0.999) and decay_group["eps"] == 1e-6
+    assert decay_group["weight_decay"] == 0.01 and len(decay_group["params"]) == 9
+    assert no_decay_group["params"] == []
+
+
+def test_linear_and_constant_schedules_after_the_same_warmup():
+    # wav2vec 2.0 Sec. 4.2 / HuBERT Sec. IV-C: warm up over 8% of updates, then decay linearly to 0.
+    kwargs = {"warmup_steps": 8, "total_steps": 100}
+    assert lr_factor(3, kind="linear", **kwargs) == warmup_cosine_factor(3, **kwargs) == pytest.approx(0.5)
+    assert lr_factor(7, kind="linear", **kwargs) == pytest.approx(1.0)
+    assert lr_factor(53, kind="linear", **kwargs) == pytest.approx(1.0 - 46 / 92)  # halfway through the decay
+    assert lr_factor(99, kind="linear", **kwargs) == pytest.approx(0.0)
+    assert lr_factor(99, kind="linear", min_lr_ratio=0.1, **kwargs) == pytest.approx(0.1)
+    assert lr_factor(60, kind="constant", **kwargs) == 1.0 and lr_factor(2, kind="constant", **kwargs) < 1.0
+    with pytest.raises(ValueError, match="unknown lr schedule"):
+        build_scheduler(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), kind="step", **kwargs)

@@ -71,3 +71,20 @@ def test_a_models_update_schedule_counts_optimizer_steps_not_micro_batches():
     model.quantizer.register_forward_pre_hook(lambda module, args: seen.append(int(module.step)))
     forward_backward(model, itertools.repeat(crops), config=config, step=11, device=CPU, rank=0, node_id="t")
     assert seen == [10, 10, 10]
+
+
+def test_a_clip_norm_of_zero_measures_the_norm_and_clips_nothing():
+    """Dasheng's training clips no gradient (--grad-clip-norm 0); the norm is still logged."""
+    model = models.build_model("mae-debug", mask_ratio=0.5)
+    mel = torch.randn(2, model.spec.crop_frames, model.spec.n_mels) * 50.0  # a large loss: a large gradient
+    norms, gradients = [], []
+    for bound in (0.0, 1e-3):
+        model.zero_grad(set_to_none=True)
+        config = PretrainConfig(model_name="mae-debug", global_batch_size=2, grad_clip_norm=bound)
+        torch.manual_seed(1)
+        _, grad_norm = forward_backward(model, iter([mel]), config=config, step=1, device=CPU, rank=0, node_id="t")
+        norms.append(float(grad_norm))
+        gradients.append(torch.cat([g.flatten() for g in _gradients(model).values()]))
+    assert norms[0] == pytest.approx(norms[1]) and norms[0] > 1e-3  # the same pre-clip norm is reported
+    assert float(gradients[0].norm()) == pytest.approx(norms[0], rel=1e-4)  # unclipped
+    assert float(gradients[1].norm()) == pytest.approx(1e-3, rel=1e-3)  # clipped to the bound
