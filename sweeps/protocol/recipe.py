@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.evaluate.probes.scene import DETERMINISTIC_PROBES
 from pipeline.rankme.pool import PAPER_RANKME_N
+from sweeps.protocol.arch_recipes import architecture_recipe
 
 # Numbers the paper states, each with where it says so (tests/sweeps/protocol/test_recipe.py checks them).
 STUDY_GLOBAL_BATCH = 256  # Sec. III-B and App. B: "we consistently set the batch size to 256"
@@ -32,6 +33,12 @@ STUDY_MIN_LR_RATIO = 0.1  # App. B: "decayed to 10% of its maximum value"
 STUDY_TRAIN_STEPS = 746_000  # Sec. III-B and App. B: "the number of steps was uniformly set to 746,000"
 STUDY_OPTIMIZER = "adamw8bit"  # App. B: "an 8-bit AdamW optimizer"
 STUDY_MASK_RATIO = 0.75  # Sec. III-B and App. B: "a default masking ratio of 0.75"
+# App. B names "an 8-bit AdamW optimizer" and nothing more; the study follows Dasheng (Sec. III-B), whose
+# training (RicherMans/Dasheng dasheng/train/train.py, the optimizer built over model.parameters())
+# leaves bitsandbytes AdamW8bit's betas at their default (0.9, 0.999), decays every parameter (one
+# group: the models' no_weight_decay() is never called) and clips no gradient (train_batch: backward,
+# then step).
+DASHENG_OPTIMIZER = {"adam_betas": (0.9, 0.999), "decay_all_parameters": True, "grad_clip_norm": 0.0}
 STUDY_CLIP_SECONDS = 10.0  # App. B: "processing 10-second audio clips" (Sec. III-A: 10-second clips)
 RANKME_POOL_N = PAPER_RANKME_N  # Sec. III-C and App. A: RankMe of "30,000 randomly sampled data points"
 TABLE_III_RANKME_STEPS = (50_000, 100_000, 200_000, 300_000)  # Table III: "step4RankMe"
@@ -82,6 +89,10 @@ class Recipe:
     # (pipeline.evaluate.baselines), and the positive control's supervised steps.
     baselines: tuple[str, ...]
     control_steps: int
+    # Where the paper is silent and Dasheng's training code decides (None: the pipeline's MAE defaults).
+    adam_betas: tuple[float, float] | None = None
+    decay_all_parameters: bool | None = None
+    grad_clip_norm: float | None = None
 
 
 RECIPES = {
@@ -103,6 +114,7 @@ RECIPES = {
         # on the HEAR tasks by the study's driver process, belong on a GPU (`--baselines` adds them).
         baselines=("naive",),
         control_steps=4000,
+        **DASHENG_OPTIMIZER,
     ),
     # The CPU default, chosen by benchmarks/sweep_cpu_default.py (docs/cpu-default-research.md):
     # the pipeline's 1.5e-4 x 32 / 256 = 1.9e-5 moves no weight in minutes; CPU_PEAK_LR moves R and Q
@@ -191,10 +203,14 @@ def validation_every_for(recipe: Recipe, *, hours: float | None, global_batch_si
     return CPU_VALIDATION_EVERY_STEPS
 
 
-def trial_overrides(profile: str, *, train_steps: int, hours: float | None, context_batch: int) -> dict[str, Any]:
-    """PretrainConfig fields of one trial of `profile` (hours: the trial's training hours)."""
+def trial_overrides(
+    profile: str, *, train_steps: int, hours: float | None, context_batch: int, model_name: str | None = None
+) -> dict[str, Any]:
+    """PretrainConfig fields of one trial of `profile` (hours: the trial's training hours). A paper-profile
+    trial of a non-MAE architecture takes its own paper's recipe (sweeps.protocol.arch_recipes)."""
     recipe = RECIPES[profile]
-    batch = recipe.global_batch_size or context_batch
+    own = architecture_recipe(model_name) if profile == "paper" and model_name else None
+    batch = own.global_batch_size if own else recipe.global_batch_size or context_batch
     fields: dict[str, Any] = {
         "global_batch_size": batch,
         "rankme_steps": rankme_steps_for(train_steps),
@@ -214,5 +230,9 @@ def trial_overrides(profile: str, *, train_steps: int, hours: float | None, cont
         "optimizer": recipe.optimizer,
         "rankme_n": recipe.rankme_n,
         "shuffle_buffer_crops": recipe.shuffle_buffer_crops,
+        "adam_betas": recipe.adam_betas,
+        "decay_all_parameters": recipe.decay_all_parameters,
+        "grad_clip_norm": recipe.grad_clip_norm,
     }
+    chosen.update(own.pretrain_fields(train_steps) if own else {})
     return {**fields, **{name: value for name, value in chosen.items() if value is not None}}

@@ -14,6 +14,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sweeps.protocol.arch_recipes import architecture_recipe
 from sweeps.study.arch_grid import architecture_points
 
 PROFILES = ("paper", "cpu_default")
@@ -149,9 +150,16 @@ def _arch_points(profile: str) -> list[GridPoint]:
             model_overrides=dict(point.overrides),
             coordinate=point.label,
             scale=point.scale,
+            train_steps=_own_steps(point.model_name) if profile == "paper" else None,
         )
         for point in architecture_points(profile)
     ]
+
+
+def _own_steps(model_name: str) -> int | None:
+    """An architecture's own training length (its paper's recipe); None: the study's 746,000."""
+    recipe = architecture_recipe(model_name)
+    return recipe.train_steps if recipe else None
 
 
 GRIDS = {

@@ -14,6 +14,7 @@ from typing import Any
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig, full_grid
 from pipeline.evaluate.probes.scene import SCENE_PROBES
 from pipeline.pretrain.config import PretrainConfig
+from sweeps.protocol.arch_recipes import architecture_recipe
 from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
 from sweeps.protocol.recipe import (
     RANKME_POOL_N,
@@ -45,6 +46,7 @@ class PlannedTrial:
     total_parameters: int
     training_flops: float  # 6 N per token x crops per step x steps (models' training_flops_per_sample)
     cost: TrialCost
+    profile: str
 
 
 def plan_trial(
@@ -56,7 +58,10 @@ def plan_trial(
     assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
 ) -> PlannedTrial:
     """The trial's config as `trial_pretrain_config` builds it (checkpoints included), and its cost."""
-    recipe = trial_overrides(profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context_batch)
+    recipe = trial_overrides(
+        profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context_batch,
+        model_name=spec.model_name,
+    )  # fmt: skip
     config = PretrainConfig(
         model_name=spec.model_name,
         model_overrides=spec.model_overrides,
@@ -78,13 +83,37 @@ def plan_trial(
         assumptions=assumptions,
     )
     return PlannedTrial(
-        spec=spec, config=config, total_parameters=model.total_parameters, training_flops=training_flops, cost=cost
-    )
+        spec=spec, config=config, total_parameters=model.total_parameters, training_flops=training_flops, cost=cost,
+        profile=profile,
+    )  # fmt: skip
 
 
 def _lr_text(config: PretrainConfig) -> str:
     peak = f"peak {config.peak_lr:g} as given" if config.peak_lr else f"base {config.base_lr:g} x batch/256"
-    return f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, cosine to {config.min_lr_ratio:.0%} of peak"
+    decay = "constant" if config.lr_schedule == "constant" else f"{config.lr_schedule} to {config.min_lr_ratio:.0%} of peak"
+    return f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, then {decay}"
+
+
+def _optimizer_text(config: PretrainConfig) -> str:
+    exempt = "every parameter decayed" if config.decay_all_parameters else "biases, norms and tokens undecayed"
+    clip = f"clipped at {config.grad_clip_norm:g}" if config.grad_clip_norm > 0 else "no clipping"
+    betas = ", ".join(f"{beta:g}" for beta in config.adam_betas)
+    return (
+        f"{config.optimizer}, betas ({betas}), eps {config.adam_eps:g}, weight decay {config.weight_decay:g} "
+        f"({exempt}), {clip}"
+    )
+
+
+def _masking_source(spec: TrialSpec, profile: str) -> str:
+    own = architecture_recipe(spec.model_name) if profile == "paper" else None
+    return f": {own.masking}" if own else ""
+
+
+def _recipe_source(spec: TrialSpec, profile: str) -> str:
+    own = architecture_recipe(spec.model_name) if profile == "paper" else None
+    if own is None:
+        return "the profile's (sweeps.protocol.recipe)"
+    return "its own paper's: " + "; ".join(f"{what}: {where}" for what, where in own.sources.items())
 
 
 def describe(trial: PlannedTrial) -> dict[str, Any]:
@@ -98,8 +127,9 @@ def describe(trial: PlannedTrial) -> dict[str, Any]:
         "batch": config.global_batch_size,
         "steps": f"{config.steps:,}",
         "schedule": _lr_text(config),
-        "optimizer": f"{config.optimizer}, weight decay {config.weight_decay:g}",
-        "masking": f"ratio {config.mask_ratio:g}",
+        "optimizer": _optimizer_text(config),
+        "recipe": _recipe_source(spec, trial.profile),
+        "masking": f"ratio {config.mask_ratio:g}{_masking_source(spec, trial.profile)}",
         "RankMe steps": ", ".join(f"{step:,}" for step in config.rankme_steps),
         "RankMe pool N": f"{RANKME_POOL_N:,} (paper, Sec. III-C / App. A)",
         "validation": f"every {config.validation_every_steps:,} steps, patience {config.validation_patience}, "

@@ -49,8 +49,9 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         return PretrainConfig(**model)
     # The profile's recipe: batch, lr schedule, optimizer, Table III's RankMe steps, validation.
     recipe = trial_overrides(
-        context.profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context.global_batch_size
-    )
+        context.profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context.global_batch_size,
+        model_name=spec.model_name,
+    )  # fmt: skip
     return PretrainConfig(
         **model,
         **recipe,
