@@ -62,9 +62,22 @@ class PositionEmbedding(nn.Module):
             )
 
     @classmethod
-    def over_grid(cls, kind: str, grid: PatchGrid, dim: int) -> PositionEmbedding:
-        """One position per patch of `grid` (a model config): what every encoder and decoder uses."""
-        return cls(kind=kind, n_time=grid.n_time_patches, n_freq=grid.n_freq_patches, dim=dim)
+    def over_grid(cls, kind: str, grid: PatchGrid, dim: int, *, rows: int | None = None) -> PositionEmbedding:
+        """One position per patch of `grid` (a model config): what every encoder and decoder uses.
+
+        `rows`: a longer learnable table (crops use its prefix): time rows for "learnable_time_freq",
+        all rows for "learnable" (Dasheng's 252 / 253 over 250-patch crops)."""
+        n_time, n_freq = grid.n_time_patches, grid.n_freq_patches
+        if rows is not None:
+            if kind == "learnable_time_freq":
+                n_time = rows
+            elif kind == "learnable" and rows % n_freq == 0:
+                n_time = rows // n_freq
+            elif kind == "learnable" and n_freq == 1:
+                n_time = rows
+            else:
+                raise ValueError(f"{rows} position rows need a learnable table over whole time steps, not {kind!r}")
+        return cls(kind=kind, n_time=n_time, n_freq=n_freq, dim=dim)
 
     @property
     def n_positions(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.layers.masking import KEPT_COUNT_TOLERANCE
 from models.layers.patching import PatchGrid
 
 
@@ -73,6 +74,14 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     decoder_heads: int
     decoder_positions: str  # "learnable" | "learnable_time_freq" | "sincos1d" | "sincos2d"
     decoder_rope: bool = False  # 1-D RoPE over the patch index (MAE decoder only)
+    # Rows of the learnable position tables when they are longer than the crop's patches (None: one
+    # per patch). Dasheng sizes them for its 1008-frame target length (252 time rows in the encoder,
+    # 253 in the decoder) and trains on 250-patch crops, using the first 250 rows.
+    encoder_position_rows: int | None = None
+    decoder_position_rows: int | None = None
+    # Added before flooring N (1 - mask_ratio) into the kept count (models.layers.masking.count_kept):
+    # 0 is MAE's and Dasheng's int(L * (1 - ratio)) (250 patches at 0.8 keep 49).
+    kept_count_tolerance: float = KEPT_COUNT_TOLERANCE
     # CrossMAE: fraction gamma of all patches that is decoded and scored (gamma <= mask_ratio);
     # None means every removed patch.
     prediction_ratio: float | None = None
@@ -123,6 +132,10 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
             )
         if not 0.0 < self.mask_ratio < 1.0:
             raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
+        for field_name, fewest in (("encoder_position_rows", self.n_time_patches), ("decoder_position_rows", self.n_patches)):
+            rows = getattr(self, field_name)
+            if rows is not None and rows < fewest:
+                raise ValueError(f"{self.name}: {field_name}={rows} is fewer than the crop's {fewest} positions")
         if self.decoder not in ("mae", "cross"):
             raise ValueError(f"{self.name}: decoder={self.decoder!r}, use 'mae' or 'cross'")
         self.check_cross_decoder_options()

@@ -30,7 +30,10 @@ class MaskedAutoencoder(PatchedMelModel):
         batch, n_patches, _ = patches.shape
         # a masking group: mask_group_patches time steps with all their frequency patches
         group_tokens = self.config.mask_group_patches * self.config.n_freq_patches
-        masking = random_masking(batch, n_patches, mask_ratio, group_tokens=group_tokens, device=patches.device)
+        masking = random_masking(
+            batch, n_patches, mask_ratio, group_tokens=group_tokens, device=patches.device,
+            kept_tolerance=self.config.kept_count_tolerance,
+        )  # fmt: skip
         keep_maps = self.config.decoder == "cross"
         encoded = self.encoder(patches, masking.ids_keep, keep_feature_maps=keep_maps)
         return encoded, masking
@@ -111,7 +114,7 @@ class MaskedAutoencoder(PatchedMelModel):
         """
         config = self.config
         n_patches = config.n_patches
-        n_keep = count_kept(n_patches, config.mask_ratio)
+        n_keep = count_kept(n_patches, config.mask_ratio, tolerance=config.kept_count_tolerance)
         n_prefix = self.encoder.n_prefix
         encoder_blocks = count_parameters(self.encoder.blocks) + count_parameters(self.encoder.norm)
         flops = 6.0 * count_parameters(self.encoder.patch_embed) * n_keep

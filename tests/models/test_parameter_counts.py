@@ -28,8 +28,9 @@ def _build_on_meta(name: str, **overrides: object) -> torch.nn.Module:
 
 @pytest.mark.parametrize("name,total_m", sorted(STUDY_TABLE_I_TOTAL_M.items()))
 def test_study_mae_total_parameters_match_table_i(name: str, total_m: float) -> None:
+    # Exactly, to Table I's two decimals, with Dasheng's 252 / 253-row position tables.
     total = models.count_parameters(_build_on_meta(name))
-    assert abs(total / 1e6 - total_m) / total_m < 1e-3
+    assert round(total / 1e6, 2) == total_m
 
 
 def test_all_sixteen_study_rows_are_registered() -> None:
@@ -56,17 +57,30 @@ def test_audiomae_plus_sincos_tables_are_buffers_not_parameters() -> None:
 def test_study_mae_position_tables_are_learnable_parameters() -> None:
     model = _build_on_meta("mae-en768-12")
     # Dasheng: time_pos_embed (1, dim, 1, T) and freq_pos_embed (1, dim, F, 1) in the encoder
-    assert model.encoder.pos_embed.time_table.shape == (250, 768)
+    # Rows as Dasheng's code sizes them: 1008 // 4 = 252 time rows, 253 decoder rows
+    # (dasheng/train/models.py, AudioPatchEmbed grid_size and AudioTransformerMAE_Decoder.pos_embed).
+    assert model.encoder.pos_embed.time_table.shape == (252, 768)
     assert model.encoder.pos_embed.freq_table.shape == (1, 768)
     assert model.encoder.pos_embed.time_table.requires_grad
     # Dasheng's decoder: one pos_embed over all patches
-    assert model.decoder.pos_embed.table.shape == (1, 250, 512)
+    assert model.decoder.pos_embed.table.shape == (1, 253, 512)
     assert model.no_weight_decay_names() == {
         "encoder.pos_embed.time_table",
         "encoder.pos_embed.freq_table",
         "decoder.pos_embed.table",
         "decoder.mask_token",
     }
+
+
+def test_crops_use_the_first_rows_of_the_longer_tables() -> None:
+    torch.manual_seed(0)
+    model = models.build_model("mae-en256-1").eval()
+    crop = torch.randn(1, 1000, 64)  # 250 patches of the 252-row table
+    assert model.embed(crop).shape == (1, 250, 256)
+    short = models.build_model("mae-en256-1", encoder_position_rows=None, decoder_position_rows=None)
+    assert models.count_parameters(model) - models.count_parameters(short) == 2 * 256 + 3 * 512
+    with pytest.raises(ValueError, match="encoder_position_rows=252 is fewer than the crop's 500"):
+        models.build_model("mae-en256-1", crop_frames=2000)
 
 
 def test_study_mae_input_batchnorm_adds_two_parameters_per_mel_bin() -> None:

@@ -91,3 +91,21 @@ def test_the_study_mask_grid_gives_valid_pair_masks(n_patches: int, ratios: list
 def test_groups_that_do_not_tile_the_patches_are_rejected() -> None:
     with pytest.raises(ValueError, match="mask_group_patches"):
         random_masking(1, 25, 0.5, group_tokens=2)
+
+
+def test_kept_count_follows_dashengs_int_without_tolerance_where_asked():
+    # Dasheng's len_keep = int(L * (1 - mask_ratio)) on L = 250 (dasheng/train/models.py): 62, 49, 24.
+    assert [count_kept(250, ratio, tolerance=0.0) for ratio in (0.75, 0.8, 0.9)] == [62, 49, 24]
+    # The pipeline's tolerant count (the CPU profile's models): float error does not drop a patch.
+    assert [count_kept(250, ratio) for ratio in (0.75, 0.8, 0.9)] == [62, 50, 25]
+
+
+def test_study_mae_keeps_dashengs_counts_and_the_debug_model_its_own():
+    import models
+    import torch
+
+    torch.manual_seed(0)
+    for name, frames, expected in (("mae-en256-1", 1000, {0.8: 49, 0.9: 24}), ("mae-debug", 200, {0.8: 10, 0.9: 5})):
+        for ratio, kept in expected.items():
+            output = models.build_model(name, mask_ratio=ratio)(torch.randn(1, frames, 64))
+            assert int((output.mask[0] == 0).sum()) == kept, (name, ratio)
