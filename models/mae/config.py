@@ -82,6 +82,11 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
     # Added before flooring N (1 - mask_ratio) into the kept count (models.layers.masking.count_kept):
     # 0 is MAE's and Dasheng's int(L * (1 - ratio)) (250 patches at 0.8 keep 49).
     kept_count_tolerance: float = KEPT_COUNT_TOLERANCE
+    # Regress patches of the log-mel in dB as the front end gives it (Dasheng: `front_end(x)`, before
+    # any normalisation) when the pipeline hands the model crops standardised per mel bin: the model
+    # undoes that standardisation for the target with the statistics it is given
+    # (`MaskedAutoencoder.set_input_standardisation`). False: the target is the crop as given.
+    target_raw_db: bool = False
     # CrossMAE: fraction gamma of all patches that is decoded and scored (gamma <= mask_ratio);
     # None means every removed patch.
     prediction_ratio: float | None = None
@@ -132,7 +137,10 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
             )
         if not 0.0 < self.mask_ratio < 1.0:
             raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
-        for field_name, fewest in (("encoder_position_rows", self.n_time_patches), ("decoder_position_rows", self.n_patches)):
+        for field_name, fewest in (
+            ("encoder_position_rows", self.n_time_patches),
+            ("decoder_position_rows", self.n_patches),
+        ):
             rows = getattr(self, field_name)
             if rows is not None and rows < fewest:
                 raise ValueError(f"{self.name}: {field_name}={rows} is fewer than the crop's {fewest} positions")

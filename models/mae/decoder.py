@@ -29,7 +29,9 @@ class SelfAttentionDecoder(nn.Module):
         dim = config.decoder_dim
         self.embed = nn.Linear(config.encoder_dim, dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = PositionEmbedding.over_grid(config.decoder_positions, config, dim, rows=config.decoder_position_rows)
+        self.pos_embed = PositionEmbedding.over_grid(
+            config.decoder_positions, config, dim, rows=config.decoder_position_rows
+        )
         self.blocks = build_block_stack(
             config.block, dim, config.decoder_heads, config.decoder_depth, swiglu_norm=config.swiglu_norm
         )

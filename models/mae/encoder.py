@@ -37,7 +37,9 @@ class PatchEncoder(nn.Module):
         self.input_norm = nn.BatchNorm1d(config.n_mels, momentum=0.01) if config.input_batchnorm else None
         self.patch_embed = nn.Linear(config.patch_values, dim)  # = Conv2d with stride = kernel
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if config.cls_token else None
-        self.pos_embed = PositionEmbedding.over_grid(config.encoder_positions, config, dim, rows=config.encoder_position_rows)
+        self.pos_embed = PositionEmbedding.over_grid(
+            config.encoder_positions, config, dim, rows=config.encoder_position_rows
+        )
         self.blocks = build_block_stack(
             config.block, dim, config.encoder_heads, config.encoder_depth, swiglu_norm=config.swiglu_norm
         )

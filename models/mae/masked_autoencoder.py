@@ -25,6 +25,21 @@ class MaskedAutoencoder(PatchedMelModel):
             self.decoder: nn.Module = CrossMAEDecoder(config)
         else:
             self.decoder = SelfAttentionDecoder(config)
+        # The per-bin standardisation of the crops this model is fed (identity until set), undone
+        # for a raw-dB target. Not saved: the trainer sets it from the shards at every start.
+        self.register_buffer("input_bin_mean", torch.zeros(config.n_mels), persistent=False)
+        self.register_buffer("input_bin_std", torch.ones(config.n_mels), persistent=False)
+
+    def set_input_standardisation(self, bin_mean: torch.Tensor, bin_std: torch.Tensor) -> None:
+        """The per-bin mean and std the crops were standardised with (the shard manifest's)."""
+        self.input_bin_mean.copy_(torch.as_tensor(bin_mean, dtype=torch.float32))
+        self.input_bin_std.copy_(torch.as_tensor(bin_std, dtype=torch.float32))
+
+    def target_mel(self, mel: torch.Tensor) -> torch.Tensor:
+        """The log-mel the loss regresses: the crop as given, or its dB (`target_raw_db`)."""
+        if not self.config.target_raw_db:
+            return mel
+        return mel * self.input_bin_std + self.input_bin_mean
 
     def forward_encoder(self, patches: torch.Tensor, mask_ratio: float) -> tuple[EncoderOutput, Masking]:
         batch, n_patches, _ = patches.shape
@@ -54,7 +69,7 @@ class MaskedAutoencoder(PatchedMelModel):
     def forward(self, mel: torch.Tensor) -> MaskedOutput:
         # Targets are the patches before the input BatchNorm: Dasheng's AudioTransformerMAE.forward
         # takes them from `front_end(x)` again, without `init_bn` (the encoder's input has it).
-        targets = self.patchify(mel)  # (batch, n_patches, patch_values)
+        targets = self.patchify(self.target_mel(mel))  # (batch, n_patches, patch_values)
         patches = self.patchify(self.encoder.normalize_mel(mel))
         encoded, masking = self.forward_encoder(patches, self.spec.mask_ratio)
         decoded = self.forward_decoder(encoded, masking)

@@ -65,6 +65,10 @@ def study_mae_config(name: str, width: int, depth: int) -> MaskedAutoencoderConf
         # Dasheng's len_keep = int(L * (1 - mask_ratio)) (dasheng/train/models.py, random_masking_group):
         # no tolerance, so 250 patches keep 62 / 49 / 24 at 0.75 / 0.8 / 0.9.
         kept_count_tolerance=0.0,
+        # Dasheng's target is the dB front-end output, patchified and normalised per patch
+        # (dasheng/train/models.py, AudioTransformerMAE.forward: targets = patchify(front_end(x))),
+        # not the crop standardised per mel bin that this pipeline feeds the encoder.
+        target_raw_db=True,
     )
 
 
@@ -77,8 +81,9 @@ def debug_mae_config() -> MaskedAutoencoderConfig:
         {"crop_frames": 200, "decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 2,
          "encoder_position_rows": None, "decoder_position_rows": None,
          # The CPU profile's measurements (docs/cpu-default-research.md) were made with the tolerant
-         # count (50 patches at 0.8 keep 10, not 9): kept so that they reproduce.
-         "kept_count_tolerance": KEPT_COUNT_TOLERANCE},
+         # count (50 patches at 0.8 keep 10, not 9) and the standardised-crop target: kept so that
+         # they reproduce.
+         "kept_count_tolerance": KEPT_COUNT_TOLERANCE, "target_raw_db": False},
     )  # fmt: skip
 
 

@@ -25,8 +25,8 @@ from pipeline.cli_flags import (
     parse_override,
     parse_steps,
 )
-from pipeline.pretrain.optim import LR_SCHEDULE_KINDS
 from pipeline.pretrain.model_facts import ModelFacts, describe_model
+from pipeline.pretrain.optim import LR_SCHEDULE_KINDS
 from pipeline.pretrain.resources import default_worker_cpus
 from pipeline.rankme.pool import MIN_POOL_CROPS
 from pipeline.tracking.setup import resolve_tracking_uri

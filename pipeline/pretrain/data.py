@@ -20,7 +20,7 @@ import torch
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.rankme.pool import RankMePool, select_pool
 from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
-from pipeline.shards.crops import RawCrops, read_crops
+from pipeline.shards.crops import RawCrops, crop_policy, read_crops
 from pipeline.shards.format import read_manifest
 
 PREFETCH_MICRO_BATCHES = 4  # read ahead by this many; enough to hide a window's read behind a step
@@ -40,6 +40,19 @@ def check_shards_match_model(shards_dir: str, manifest: dict[str, Any], model_sp
             f"{model_spec.name} expects {model_spec.n_mels}-bin '{model_spec.frontend_preset}'; "
             f"re-run prep with --preset {model_spec.frontend_preset} or choose another model"
         )
+
+
+def give_model_its_input_standardisation(model: torch.nn.Module, shards_dir: str) -> bool:
+    """Tell a model that regresses raw dB (the study MAE's Dasheng target) how its crops were
+    standardised: the shard set's per-bin mean and std, as the crop policy applies them. True when
+    the model took them; presets standardised per clip have no fixed map to undo."""
+    if not hasattr(model, "set_input_standardisation"):
+        return False
+    policy = crop_policy(read_manifest(shards_dir), crop_frames=1, seed=0)
+    if policy.bin_mean is None:
+        return False
+    model.set_input_standardisation(torch.from_numpy(policy.bin_mean), torch.from_numpy(policy.bin_std))
+    return True
 
 
 def rankme_pool(config: PretrainConfig) -> RankMePool:

@@ -175,7 +175,9 @@ def build_scheduler(
     if not 0.0 <= min_lr_ratio <= 1.0:
         raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
 
-    lr_factor(0, kind=kind, warmup_steps=warmup_steps, total_steps=total_steps)  # an unknown kind fails here, not at step 1
+    lr_factor(
+        0, kind=kind, warmup_steps=warmup_steps, total_steps=total_steps
+    )  # an unknown kind fails here, not at step 1
 
     def factor(step: int) -> float:
         return lr_factor(step, kind=kind, warmup_steps=warmup_steps, total_steps=total_steps, min_lr_ratio=min_lr_ratio)

@@ -29,7 +29,12 @@ TRAINING_FIELDS = (
     "decay_all_parameters", "lr_schedule",
 )  # fmt: skip
 # Fields added after checkpoints were first written: a checkpoint without one trained with this value.
-DEFAULTS_OF_LATER_FIELDS = {"adam_betas": [0.9, 0.95], "adam_eps": 1e-8, "decay_all_parameters": False, "lr_schedule": "cosine"}
+DEFAULTS_OF_LATER_FIELDS = {
+    "adam_betas": [0.9, 0.95],
+    "adam_eps": 1e-8,
+    "decay_all_parameters": False,
+    "lr_schedule": "cosine",
+}
 
 
 def newest_checkpoint_config(storage_path: str, run_name: str) -> tuple[Path, dict[str, Any]] | None:

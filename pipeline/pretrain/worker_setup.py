@@ -15,6 +15,7 @@ from torch import nn
 import models
 from pipeline.checkpoint import load_model_weights, load_train_state, restore_rng_state
 from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.data import give_model_its_input_standardisation
 from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
 from pipeline.pretrain.resume import resume_directory
 from pipeline.pretrain.step import freeze_parameters_without_gradients
@@ -49,7 +50,9 @@ def build_training(config: PretrainConfig, place: WorkerPlace) -> WorkerTraining
     """Build the model and optimizer, load the latest checkpoint, wrap for DDP (and compile)."""
     # Same seed on every rank, so the initial weights agree before DDP broadcasts them.
     torch.manual_seed(config.seed)
-    model = models.build_model(config.model_name, **config.model_build_overrides()).to(place.device)
+    model = models.build_model(config.model_name, **config.model_build_overrides())
+    give_model_its_input_standardisation(model, config.shards_dir)  # the raw-dB target of the study MAE
+    model = model.to(place.device)
     frozen_names = freeze_parameters_without_gradients(model, crop_frames=config.crop_frames, device=place.device)
     optimizer_used, optimizer_note = optimizer_choice(config.optimizer, device_type=place.device.type)
     optimizer = build_optimizer(

@@ -22,13 +22,13 @@ import pandas as pd
 
 from sweeps.laws.envelope import fit_envelope
 from sweeps.laws.fits import LOG_ERROR, fit_joint, fit_saturating
+from sweeps.laws.frontier import frontier_mask
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import CONVERGED_KEY, Q_METRIC
 from sweeps.record.trial import is_true_text
 from sweeps.report.architectures import fit_architecture_laws
 from sweeps.report.checkpoints import checkpoint_rows
-from sweeps.laws.frontier import frontier_mask
 from sweeps.report.study_info import law_not_on_grid
 from sweeps.report.task_laws import TaskLaw, fit_task_laws, task_score_columns
 
@@ -99,7 +99,9 @@ def law_slice(trials: pd.DataFrame, column: str) -> tuple[pd.DataFrame, str]:
     if other is None or other not in trials.columns or trials[other].nunique() <= 1:
         return trials, ""
     if column == "hours" and "model_name" in trials.columns and trials["model_name"].eq(PAPER_Q_OF_D_MODEL).any():
-        return trials[trials["model_name"] == PAPER_Q_OF_D_MODEL], f"on {PAPER_Q_OF_D_MODEL}, the paper's slice (Sec. IV-C)"
+        return trials[
+            trials["model_name"] == PAPER_Q_OF_D_MODEL
+        ], f"on {PAPER_Q_OF_D_MODEL}, the paper's slice (Sec. IV-C)"
     if column == "n_params" and np.isclose(trials["hours"], PAPER_Q_OF_N_HOURS).any():
         rows = trials[np.isclose(trials["hours"], PAPER_Q_OF_N_HOURS)]
         return rows, f"at {PAPER_Q_OF_N_HOURS:,.0f} h, the paper's slice (Sec. IV-D)"

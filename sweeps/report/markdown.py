@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sweeps.laws.envelope import ENVELOPE_TOLERANCE
 from sweeps.laws.result import LawFit
 from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
 from sweeps.record.keys import Q_METRIC
@@ -17,7 +18,6 @@ from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
 from sweeps.report.early_stop_markdown import early_stop_section, row_names
-from sweeps.laws.envelope import ENVELOPE_TOLERANCE
 from sweeps.report.fits import (
     StudyFits,
     parameters_disagree,

@@ -90,7 +90,9 @@ def plan_trial(
 
 def _lr_text(config: PretrainConfig) -> str:
     peak = f"peak {config.peak_lr:g} as given" if config.peak_lr else f"base {config.base_lr:g} x batch/256"
-    decay = "constant" if config.lr_schedule == "constant" else f"{config.lr_schedule} to {config.min_lr_ratio:.0%} of peak"
+    decay = (
+        "constant" if config.lr_schedule == "constant" else f"{config.lr_schedule} to {config.min_lr_ratio:.0%} of peak"
+    )
     return f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, then {decay}"
 
 

@@ -25,9 +25,7 @@ def check_study_inputs(config: StudyConfig) -> TaskSetCheck:
         present, where = [path.name for path in list_task_dirs(Path(config.tasks_dir))], f"--tasks {config.tasks_dir}"
     else:
         present, where = list(TASK_BUILDERS), "the embedded default tasks"
-    task_set = check_task_set(
-        config.profile, present, accept_difference=config.evaluate.accept_task_set, where=where
-    )
+    task_set = check_task_set(config.profile, present, accept_difference=config.evaluate.accept_task_set, where=where)
     if config.corpus_dir is not None:
         corpus = Path(config.corpus_dir)
         if not corpus.is_dir() or not any(path.is_file() for path in corpus.rglob("*")):

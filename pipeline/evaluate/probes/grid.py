@@ -168,7 +168,9 @@ def run_probe_grid(
             for stack in stacks:
                 stack.train_step(train.features[batch], train.targets[batch], multilabel=multilabel)
         if epoch % training.validate_every_epochs == 0:
-            stacks = _validate_and_stop(stacks, progress, valid, test, (metric, multilabel), class_labels, epoch, training)
+            stacks = _validate_and_stop(
+                stacks, progress, valid, test, (metric, multilabel), class_labels, epoch, training
+            )
     for stack in stacks:
         for config in stack.configs:
             progress[config].epochs = training.max_epochs

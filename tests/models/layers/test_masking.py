@@ -101,8 +101,9 @@ def test_kept_count_follows_dashengs_int_without_tolerance_where_asked():
 
 
 def test_study_mae_keeps_dashengs_counts_and_the_debug_model_its_own():
-    import models
     import torch
+
+    import models
 
     torch.manual_seed(0)
     for name, frames, expected in (("mae-en256-1", 1000, {0.8: 49, 0.9: 24}), ("mae-debug", 200, {0.8: 10, 0.9: 5})):

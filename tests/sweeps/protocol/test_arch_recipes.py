@@ -30,7 +30,12 @@ PAPER_VALUES = {
 def test_each_recipe_holds_its_papers_numbers(model_name):
     lr, steps, warmup, schedule, betas, eps, decay, clip, batch = PAPER_VALUES[model_name]
     recipe = ARCHITECTURE_RECIPES[model_name]
-    assert (recipe.peak_lr, recipe.train_steps, recipe.warmup_for(steps), recipe.lr_schedule) == (lr, steps, warmup, schedule)
+    assert (recipe.peak_lr, recipe.train_steps, recipe.warmup_for(steps), recipe.lr_schedule) == (
+        lr,
+        steps,
+        warmup,
+        schedule,
+    )
     assert (recipe.adam_betas, recipe.adam_eps, recipe.weight_decay, recipe.grad_clip_norm) == (betas, eps, decay, clip)
     assert recipe.global_batch_size == batch and recipe.sources
 
@@ -65,6 +70,12 @@ def test_the_arch_grid_trains_each_architecture_its_own_length_and_plan_prints_t
     text = plan_text("arch", "paper")
     hubert = text[text.index("- hubert-base") :].split("\n- ")[0]
     assert "schedule: lr peak 0.0005 as given, warmup 32,000 steps, then linear to 0% of peak" in hubert
-    assert "optimizer: adamw, betas (0.9, 0.98), eps 1e-06, weight decay 0.01 (every parameter decayed), clipped at 10" in hubert
-    assert "recipe: its own paper's: peak_lr, train_steps, warmup, schedule, betas, batch, masking: HuBERT Sec. IV-C" in hubert
+    assert (
+        "optimizer: adamw, betas (0.9, 0.98), eps 1e-06, weight decay 0.01 (every parameter decayed), clipped at 10"
+        in hubert
+    )
+    assert (
+        "recipe: its own paper's: peak_lr, train_steps, warmup, schedule, betas, batch, masking: HuBERT Sec. IV-C"
+        in hubert
+    )
     assert "batch: 280" in hubert and "steps: 400,000" in hubert

@@ -111,7 +111,9 @@ def test_plan_text_names_every_value():
 
 def test_paper_plan_shows_app_c_probe_and_the_task_set():
     text = plan_text("size", "paper")
-    assert "Q: probe appc (paper App. C): MLP with 1 or 2 hidden layer(s), 16 of 16 grid settings, <= 500 epochs, " in text
+    assert (
+        "Q: probe appc (paper App. C): MLP with 1 or 2 hidden layer(s), 16 of 16 grid settings, <= 500 epochs, " in text
+    )
     assert "stops after 20 checks (every 1 epoch(s)) without a better validation loss" in text
     assert "Q's tasks: the paper's 16 HEAR scene tasks (Sec. III-D): SPC-5, SPC-F, VL," in text
     cpu = plan_text("mask_ratio", "cpu_default")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.tracking import runs as tracking
-from sweeps.record.keys import STATUS_TAG
+from sweeps.record.keys import STATUS_TAG, TASK_SET_TAG
 from sweeps.record.rankme_pool import read_rankme_pool
-from sweeps.record.keys import TASK_SET_TAG
 from sweeps.study.driver import StudyConfig, run_study
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
