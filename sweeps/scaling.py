@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                     assumptions=assumptions,
                     objective=config.objective,
                     probe=config.resolved_probe,
+                    train_seeds=config.train_seeds,
                 )
             )
         except ValueError as error:

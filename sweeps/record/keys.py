@@ -89,6 +89,7 @@ MODEL_NAME_PARAM = "model_name"
 ARCH_PARAM = "arch"
 MASK_RATIO_PARAM = "mask_ratio"
 CONFIGURATION_PARAM = "configuration"
+TRAIN_SEEDS_PARAM = "train_seeds"  # on the study run: training seeds per configuration
 PROBE_SEEDS_PARAM = "probe_seeds"
 Q_INTERVAL_OVER_PARAM = "q_interval_over"
 GRID_PARAM_PREFIX = "grid."

@@ -36,15 +36,17 @@ class StudySettings:
     grid: str = ""
     profile: str = ""
     probe: str = ""  # the scene probe every trial's Q was scored with: Q compares only within one probe
+    train_seeds: int = 1  # training seeds per configuration (--train-seeds)
 
     def params(self, *, n_trials: int) -> dict[str, Any]:
         return {keys.GRID_PARAM: self.grid, keys.PROFILE_PARAM: self.profile, keys.N_TRIALS_PARAM: n_trials,
-                keys.PROBE_PARAM: self.probe}  # fmt: skip
+                keys.PROBE_PARAM: self.probe, keys.TRAIN_SEEDS_PARAM: self.train_seeds}  # fmt: skip
 
     @classmethod
     def from_params(cls, name: str, params: dict[str, str]) -> StudySettings:
         return cls(name=name, grid=params.get(keys.GRID_PARAM, ""), profile=params.get(keys.PROFILE_PARAM, ""),
-                   probe=params.get(keys.PROBE_PARAM, ""))  # fmt: skip
+                   probe=params.get(keys.PROBE_PARAM, ""),
+                   train_seeds=int(params.get(keys.TRAIN_SEEDS_PARAM, 1)))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from sweeps.report.fits import (
 )
 from sweeps.report.q_of_r_markdown import q_of_r_section
 from sweeps.report.rankme_pool_check import rankme_pool_lines
+from sweeps.report.seed_spread import seed_spread_markdown
 from sweeps.report.study_info import StudyInfo
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, task_laws_markdown
 
@@ -246,6 +247,7 @@ def study_markdown(
             )
     sections += q_of_r_section(table, study, info) + rankme_pool_lines(trials)
     sections += laws_section(trials, study)
+    sections += seed_spread_markdown(trials)
     sections += architecture_markdown(trials, study.architecture_fits, study.architecture_skipped)
     if "rankme_by_step" in trials.columns and len(trials):
         sections += early_prediction_markdown(trials)

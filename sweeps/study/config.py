@@ -109,6 +109,11 @@ class StudyConfig:
         "(an EMA teacher's targets, data2vec 2.0 / EAT: the t-mae-* models)",
         choices=list(OBJECTIVES),
     )  # fmt: skip
+    train_seeds: int = flag(
+        "--train-seeds", 1,
+        "train every grid point this many times with different seeds (trials <point>, <point>-seed1, ...): the "
+        "fits resample configurations with their seeds together and the report shows the seed-to-seed spread",
+    )  # fmt: skip
     study_name: str | None = flag("--study", None, "study name (default: <grid>-<profile>)")
     resume: bool = flag("--resume", False, "continue a study: finished trials are not re-run")
 
@@ -165,6 +170,8 @@ class StudyConfig:
                 f"--cpus-per-trial, --gpus-per-trial and --n-bootstrap must not be negative; got "
                 f"{self.cpus_per_trial}, {self.gpus_per_trial}, {self.n_bootstrap}"
             )
+        if self.train_seeds < 1:
+            raise ValueError(f"--train-seeds must be at least 1, got {self.train_seeds}")
         if self.profile not in RECIPES:
             raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(RECIPES)}")
 

@@ -94,7 +94,9 @@ def study_trainable(config: dict[str, Any]) -> None:
 
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
-    trials = expand_grids(config.grid, profile=config.profile, objective=config.objective)
+    trials = expand_grids(
+        config.grid, profile=config.profile, objective=config.objective, train_seeds=config.train_seeds
+    )
     task_set = check_study_inputs(config)  # before the study run is opened: a bad input leaves nothing RUNNING
     parent, context = _open_study(config, n_trials=len(trials))
     parent.set_tags({keys.TASK_SET_TAG: task_set.describe()})
@@ -160,7 +162,10 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
         tags={keys.GRID_TAG: config.grid, keys.PROFILE_TAG: config.profile},
     )
     # The probe is part of the study, recorded on its run: Q compares only within one probe.
-    settings = StudySettings(name=study_name, grid=config.grid, profile=config.profile, probe=config.resolved_probe)
+    settings = StudySettings(
+        name=study_name, grid=config.grid, profile=config.profile, probe=config.resolved_probe,
+        train_seeds=config.train_seeds,
+    )  # fmt: skip
     parent.log_params(settings.params(n_trials=n_trials))
     context = StudyContext(
         study_name=study_name,

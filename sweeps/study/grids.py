@@ -10,6 +10,7 @@ from the points' labels, so they are deterministic: a resumed study finds its fi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -47,6 +48,8 @@ class TrialSpec:
     train_steps: int
     coordinates: dict[str, Any]  # grid name -> coordinate
     scale: str | None = None  # Table V's "base" / "large" column of an architecture point
+    # The grid point this trial replicates with another training seed (--train-seeds); None: its own.
+    configuration: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,13 +231,37 @@ OBJECTIVES = ("mae", "teacher")
 STUDY_MAE_PREFIX = "mae-"  # mae-en<width>-<depth> and mae-debug: the study MAE's registered names
 
 
-def expand_grids(names: list[str] | str, *, profile: str = "cpu_default", objective: str = "mae") -> list[TrialSpec]:
-    """Every trial of the Cartesian product of the named grids, in a deterministic order."""
+def expand_grids(
+    names: list[str] | str, *, profile: str = "cpu_default", objective: str = "mae", train_seeds: int = 1
+) -> list[TrialSpec]:
+    """Every trial of the Cartesian product of the named grids, in a deterministic order; each grid
+    point `train_seeds` times (sweeps.study.grids.with_train_seeds)."""
     names = parse_grid_names(names) if isinstance(names, str) else parse_grid_names(",".join(names))
     axes = [grid_points(name, profile) for name in names]
     trials = [_merge(points, names, BASE_TRIALS[profile]) for points in itertools.product(*axes)]
     assert len({t.name for t in trials}) == len(trials), "grid labels must make unique trial names"
-    return [with_objective(trial, objective) for trial in trials]
+    return with_train_seeds([with_objective(trial, objective) for trial in trials], train_seeds)
+
+
+TRAIN_SEED_SUFFIX = "-seed"
+
+
+def with_train_seeds(trials: list[TrialSpec], train_seeds: int) -> list[TrialSpec]:
+    """Each configuration trained `train_seeds` times: the first replicate keeps the configuration's
+    name (a study run with one seed gains more on --resume), the others add `-seed<k>`; every
+    trial's seed derives from its name (sweeps.study.trial.trial_seed), and all replicates name the
+    configuration, the bootstrap unit of the fits. One seed: the trials as they are."""
+    if train_seeds < 1:
+        raise ValueError(f"--train-seeds must be at least 1, got {train_seeds}")
+    if train_seeds == 1:
+        return trials
+    return [
+        dataclasses.replace(
+            trial, name=trial.name if k == 0 else f"{trial.name}{TRAIN_SEED_SUFFIX}{k}", configuration=trial.name
+        )
+        for trial in trials
+        for k in range(train_seeds)
+    ]
 
 
 def with_objective(trial: TrialSpec, objective: str) -> TrialSpec:

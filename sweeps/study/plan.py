@@ -218,6 +218,7 @@ def plan_text(
     assumptions: CostAssumptions = DEFAULT_ASSUMPTIONS,
     objective: str = "mae",
     probe: str | None = None,
+    train_seeds: int = 1,
 ) -> str:
     """The whole plan: a header, how Q is measured, then each trial with its labelled values, then
     the study's totals. `probe`: the study's --probe (None: the profile's)."""
@@ -225,7 +226,7 @@ def plan_text(
         plan_trial(
             spec, profile, context_batch=context_batch, eval_checkpoints=eval_checkpoints, assumptions=assumptions
         )
-        for spec in expand_grids(grid, profile=profile, objective=objective)
+        for spec in expand_grids(grid, profile=profile, objective=objective, train_seeds=train_seeds)
     ]
     lines = [f"Plan: grid {grid}, profile {profile}: {len(trials)} trial(s), nothing is run."]
     lines += quality_lines(profile, probe or RECIPES[profile].probe)

@@ -133,6 +133,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         task_rankme=evaluation.task_rankme,
         probe_seeds=context.eval_seeds,
         coordinates=spec.coordinates,
+        configuration=spec.configuration,
         checkpoint_points={
             point.step: CheckpointPoint(
                 rankme=point.rankme,

@@ -38,7 +38,7 @@ def run_synthetic_trial(spec, context, run) -> TrialRecord:
     return TrialRecord(
         trial=spec.name, model_name=spec.model_name, arch=spec.arch, n_params=1000, hours=3.0, flops=1e12,
         mask_ratio=ratio, rankme=rankme, rankme_by_step={10: 0.6 * rankme, spec.train_steps: rankme}, q=q,
-        task_scores={"synthetic": q}, pool=synthetic_pool(context),
+        task_scores={"synthetic": q}, pool=synthetic_pool(context), configuration=spec.configuration,
     )  # fmt: skip
 
 

@@ -47,6 +47,7 @@ def trial_outcome(ray_local, tmp_path_factory):
         max_hours=None,
         train_steps=STEPS,
         coordinates={"mask_ratio": 0.75},
+        configuration="mask0.75",  # as --train-seeds names a replicate's grid point
     )
     child = tracking.start_or_resume_run(
         tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name="study/mask0.75", parent_run_id=parent.run_id
@@ -59,6 +60,7 @@ def test_every_wanted_checkpoint_is_evaluated_on_the_pool(trial_outcome):
     result, _ = trial_outcome
     assert evaluation_steps_for(STEPS, "all") == (0, 2, 4, 8, 12, STEPS)  # the initialisation, Table III's steps
     assert sorted(result.checkpoint_points) == [0, 2, 4, 8, 12, STEPS]
+    assert result.configuration == "mask0.75"  # the bootstrap unit the replicates share
     last = result.checkpoint_points[STEPS]
     assert (last.rankme, last.q) == (result.rankme, result.q)  # the last checkpoint is the trial's result
     # Q on the paired test-clip resamples at every evaluated step (the multilabel task's 200 bound them).
