@@ -136,7 +136,8 @@ def test_parsing_each_flag_sets_its_field():
         "placement_strategy": ([], "SPREAD"), "model_overrides": (["decoder=cross"], {"decoder": "cross"}),
         "optimizer": (["adamw8bit"], "adamw8bit"), "rankme_steps": (["300000,50000"], (50_000, 300_000)), "checkpoint_steps": (["0,21,300"], (0, 21, 300)),
         "allow_changed": (["lr, warmup-steps"], ("lr", "warmup-steps")), "precision": (["bf16"], "bf16"),
-        "checkpoint_upload": (["sync"], "sync"),
+        "checkpoint_upload": (["sync"], "sync"), "adam_betas": (["0.9,0.999"], (0.9, 0.999)),
+        "lr_schedule": (["linear"], "linear"),
     }  # fmt: skip
     for field in _cli_fields()[0]:
         name = field.metadata[FLAG_KEY].name
@@ -171,3 +172,9 @@ def test_resolved_config_carries_the_model_crop_and_mask_ratio(tmp_path, monkeyp
     config = PretrainConfig(model_name="mae-debug").resolved()
     assert (config.crop_frames, config.mask_ratio) == (200, 0.75)  # mae-debug's own
     assert PretrainConfig(model_name="mae-debug", crop_frames=104).resolved().describe_model().spec.crop_frames == 104
+
+
+@pytest.mark.parametrize("text", ["0.9", "0.9,1.0", "a,b"])
+def test_bad_adam_betas_are_one_clear_line(text):
+    with pytest.raises(SystemExit, match="expected two comma-separated decay rates in \\[0, 1\\)"):
+        build_parser().parse_args(["--adam-betas", text])
