@@ -87,27 +87,27 @@ _HUBERT_SOURCES = {
 }
 HUBERT_MASKING = "spans of 10 frames starting at 8% of frames (HuBERT Sec. IV-C)"
 
+
+def _wav2vec2(peak_lr: float, train_steps: int, batch_hours: float) -> ArchitectureRecipe:
+    return ArchitectureRecipe(
+        peak_lr=peak_lr, train_steps=train_steps, warmup_fraction=0.08, lr_schedule="linear",
+        batch_seconds=batch_hours * 3600, masking=W2V2_MASKING, sources=_W2V2_SOURCES, **_W2V2_OPTIMIZER,
+    )  # fmt: skip
+
+
+def _hubert(peak_lr: float, seconds_per_gpu: float, gpus: int) -> ArchitectureRecipe:
+    return ArchitectureRecipe(
+        peak_lr=peak_lr, train_steps=400_000, warmup_fraction=0.08, lr_schedule="linear",
+        batch_seconds=seconds_per_gpu * gpus, masking=HUBERT_MASKING, sources=_HUBERT_SOURCES, **_HUBERT_OPTIMIZER,
+    )  # fmt: skip
+
+
 ARCHITECTURE_RECIPES: dict[str, ArchitectureRecipe] = {
-    "wav2vec2-base": ArchitectureRecipe(
-        peak_lr=5e-4, train_steps=400_000, warmup_fraction=0.08, lr_schedule="linear", batch_seconds=1.6 * 3600,
-        masking=W2V2_MASKING, sources=_W2V2_SOURCES, **_W2V2_OPTIMIZER,
-    ),
-    "wav2vec2-large": ArchitectureRecipe(
-        peak_lr=3e-4, train_steps=600_000, warmup_fraction=0.08, lr_schedule="linear", batch_seconds=2.7 * 3600,
-        masking=W2V2_MASKING, sources=_W2V2_SOURCES, **_W2V2_OPTIMIZER,
-    ),
-    "hubert-base": ArchitectureRecipe(
-        peak_lr=5e-4, train_steps=400_000, warmup_fraction=0.08, lr_schedule="linear", batch_seconds=87.5 * 32,
-        masking=HUBERT_MASKING, sources=_HUBERT_SOURCES, **_HUBERT_OPTIMIZER,
-    ),
-    "hubert-large": ArchitectureRecipe(
-        peak_lr=1.5e-3, train_steps=400_000, warmup_fraction=0.08, lr_schedule="linear", batch_seconds=56.25 * 128,
-        masking=HUBERT_MASKING, sources=_HUBERT_SOURCES, **_HUBERT_OPTIMIZER,
-    ),
-    "hubert-xlarge": ArchitectureRecipe(
-        peak_lr=3e-3, train_steps=400_000, warmup_fraction=0.08, lr_schedule="linear", batch_seconds=22.5 * 256,
-        masking=HUBERT_MASKING, sources=_HUBERT_SOURCES, **_HUBERT_OPTIMIZER,
-    ),
+    "wav2vec2-base": _wav2vec2(5e-4, 400_000, 1.6),
+    "wav2vec2-large": _wav2vec2(3e-4, 600_000, 2.7),
+    "hubert-base": _hubert(5e-4, 87.5, 32),
+    "hubert-large": _hubert(1.5e-3, 56.25, 128),
+    "hubert-xlarge": _hubert(3e-3, 22.5, 256),
     # The conformer variant has no paper recipe (fairseq's README names none): fairseq's LARGE
     # configuration, which copies wav2vec2_large_librivox.yaml and adds conformer layers: lr 5e-3
     # (max_update 1,000,000, warmup_updates 32,000, polynomial_decay), 1.2M samples per GPU x 128 GPUs.
