@@ -4,7 +4,7 @@ Floors, bottom to top (docs/architecture.md):
 - packages: `models` (pure PyTorch) < `pipeline` (the stages) < `sweeps` (studies of many runs);
 - inside `sweeps`: `protocol` (the recipe and the early-stop rule) < `record` (the study's MLflow
   record) < `laws` (fitting) < `report` (tables, figures, markdown) < `study` (running a study);
-- an entry point (a package's `__main__`, `sweeps.scaling`, `sweeps.external`) sits above every
+- an entry point (a package's `__main__`, `sweeps.scaling`, `sweeps.external`, `sweeps.advise`) sits above every
   floor of its own package: it is where a user comes in, and its folder only names the command;
 - `pipeline.defaults` builds the embedded defaults with corpus and prep, so only entry points and
   `sweeps` may call it: a stage that imported it would climb above its neighbours.
@@ -16,7 +16,7 @@ from tests.test_import_graph import import_graph, module_files
 
 PACKAGE_FLOORS = {"models": 0, "pipeline": 1, "sweeps": 2}
 SWEEPS_FLOORS = {"protocol": 0, "record": 1, "laws": 2, "report": 3, "study": 4}
-SWEEPS_ENTRY_POINTS = {"sweeps.scaling", "sweeps.external"}
+SWEEPS_ENTRY_POINTS = {"sweeps.scaling", "sweeps.external", "sweeps.advise"}
 TOP = 99
 
 

@@ -39,13 +39,13 @@ def test_mae_en768_12_row_on_the_mask_grid_matches_the_formula_by_hand():
     gpu_hours = flops / (989e12 * 0.4) / 3600
     assert trial.cost.gpu_hours == pytest.approx(gpu_hours, rel=1e-12)
     assert gpu_hours == pytest.approx(9.37, abs=0.01)
-    # Parameters: + the time (250 x 768 + 768) and frequency position tables, the decoder's 250 x 512
-    # table, the mask token (512) and the input BatchNorm (2 x 64): Table I's 111.32M.
-    parameters = patch_embed + encoder + decoder_embed + decoder + (250 * 768 + 768) + 250 * 512 + 512 + 128
-    assert parameters == trial.total_parameters == 111_319_936
+    # Parameters: + the time (Dasheng's 252 rows x 768) and frequency (768) position tables, the
+    # decoder's 253 x 512 table, the mask token (512) and the input BatchNorm (2 x 64): Table I's 111.32M.
+    parameters = patch_embed + encoder + decoder_embed + decoder + (252 * 768 + 768) + 253 * 512 + 512 + 128
+    assert parameters == trial.total_parameters == 111_323_008
     # 8-bit AdamW (App. B, the recipe's "adamw8bit"): fp32 weights + two 1-byte moments.
     assert trial.config.optimizer == "adamw8bit"
-    assert trial.cost.checkpoint_bytes == parameters * 6 == 667_919_616
+    assert trial.cost.checkpoint_bytes == parameters * 6 == 667_938_048
     # Checkpoints at 25/50/75/100% of 746,000 steps; the paper profile evaluates only the last
     # (--eval-checkpoints final), so Ray keeps PretrainConfig's latest 2.
     assert trial.cost.checkpoints_kept == 2
@@ -53,7 +53,7 @@ def test_mae_en768_12_row_on_the_mask_grid_matches_the_formula_by_hand():
     assert trial.cost.shard_bytes == pytest.approx(5_333 * 122_908_009 / 3.080939149305556, rel=1e-12)
     text = plan_text("mask_ratio", "paper", assumptions=CostAssumptions(gpu="h100", mfu=0.4, gpus=8))
     assert "GPU-hours: 9.4 (1 GPU, 9.4 h of wall time)" in text
-    assert "checkpoints: 2 kept x 667.92 MB (111,319,936 params x 6 B, adamw8bit) = 1.34 GB" in text
+    assert "checkpoints: 2 kept x 667.94 MB (111,323,008 params x 6 B, adamw8bit) = 1.34 GB" in text
     # 14 mask ratios on one shard set of 5,333 h: 212.8 GB once, not 14 times.
     assert "shards: 212.75 GB (1 shard set(s)" in text
 

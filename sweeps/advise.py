@@ -1,0 +1,109 @@
+"""`python -m sweeps.advise`: what to train with a budget, from a finished size x data-volume study.
+
+    python -m sweeps.advise --study NAME --budget 1e21
+    python -m sweeps.advise --study NAME --gpu-hours 500 --gpu h100 --mfu 0.4 --holdout largest
+
+Fits the study's Q(N, D), maximises it along the budget's iso-compute curve and prints N, D and the
+predicted Q with 95% intervals, the local allocation exponents, how far the budget extrapolates,
+and the GPU-hours of training it on the given GPU (`--plan`'s arithmetic, sweeps.study.cost).
+`--holdout largest` refits without the largest-compute trials and reports how well it predicts
+them. The answer lands on the study's MLflow run (metrics `advise.*`, the figure and the lines as
+artifacts under `advise/`). Where the fit cannot carry an answer it refuses in one line
+(sweeps.report.advice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+from pipeline.cli_errors import UserError, run_cli
+from pipeline.tracking import runs as tracking
+from sweeps.record.study import read_study
+from sweeps.report.advice import Advice, AdviceRefused, advice_lines, advise, holdout_check
+from sweeps.report.advice_figure import iso_compute_figure
+from sweeps.study.cost import (
+    DEFAULT_GPU,
+    DEFAULT_GPUS,
+    DEFAULT_MFU,
+    GPU_PEAK_BF16_TFLOPS,
+    CostAssumptions,
+    gpu_hours_for,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sweeps.advise", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--study", required=True, help="a finished study with a size x data_volume grid")
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--budget", type=float, help="training FLOPs to spend")
+    budget.add_argument("--gpu-hours", type=float, help="GPU-hours to spend (on --gpu at --mfu)")
+    parser.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPU_PEAK_BF16_TFLOPS))
+    parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation (default 0.4)")
+    parser.add_argument("--gpus", type=int, default=DEFAULT_GPUS, help="GPUs the training would run on (wall time)")
+    parser.add_argument(
+        "--holdout", choices=["largest"], help="refit without the largest-compute trials and predict them"
+    )
+    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap refits behind the intervals")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)")
+    return parser
+
+
+def budget_flops(args: argparse.Namespace, assumptions: CostAssumptions) -> float:
+    flops = (
+        args.budget
+        if args.budget is not None
+        else args.gpu_hours * 3600.0 * assumptions.peak_flops_per_s * assumptions.mfu
+    )
+    if not math.isfinite(flops) or flops <= 0:
+        raise UserError(
+            f"the budget must be a positive number of FLOPs or GPU-hours, got {args.budget or args.gpu_hours}"
+        )
+    return flops
+
+
+def cost_line(advice: Advice, assumptions: CostAssumptions) -> str:
+    hours = gpu_hours_for(advice.budget_flops, assumptions)
+    return (
+        f"training it: {hours:,.1f} GPU-hours on {assumptions.gpu} at {assumptions.mfu:.0%} MFU "
+        f"({hours / assumptions.gpus:,.1f} h of wall time on {assumptions.gpus} GPUs)"
+    )
+
+
+def log_advice(run: tracking.TrackedRun, advice: Advice, lines: list[str]) -> None:
+    """Metrics `advise.*` (with their 95% bounds), the budget as a tag, the figure and the lines."""
+    metrics = {"advise.budget_flops": advice.budget_flops, "advise.extrapolation": advice.extrapolation}
+    for name, interval in (("n_opt", advice.n_params), ("d_opt_hours", advice.hours), ("q_opt", advice.q),
+                           ("exponent_n", advice.exponent_n), ("exponent_d", advice.exponent_d)):  # fmt: skip
+        metrics.update({f"advise.{name}": interval.value, f"advise.{name}_ci_low": interval.low,
+                        f"advise.{name}_ci_high": interval.high})  # fmt: skip
+    run.log_metrics({key: value for key, value in metrics.items() if math.isfinite(value)}, step=0)
+    run.set_tags({"advise.budget_flops": f"{advice.budget_flops:.6g}"})
+    with tempfile.TemporaryDirectory() as folder:
+        stem = f"advice_{advice.budget_flops:.3g}"
+        (Path(folder) / f"{stem}.txt").write_text("\n".join(lines) + "\n")
+        run.log_artifact(Path(folder) / f"{stem}.txt", artifact_path="advise")
+        run.log_artifact(iso_compute_figure(advice, Path(folder) / f"{stem}.png"), artifact_path="advise")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    assumptions = CostAssumptions(gpu=args.gpu, mfu=args.mfu, gpus=args.gpus)
+    budget = budget_flops(args, assumptions)
+    study = read_study(args.tracking_uri, args.study)
+    try:
+        advice = advise(study.trial_table, budget, n_bootstrap=args.n_bootstrap)
+        holdout = holdout_check(study.trial_table, n_bootstrap=args.n_bootstrap) if args.holdout else None
+    except AdviceRefused as refusal:
+        study.run.set_tags({"advise.refused": str(refusal)[:4000]})
+        raise UserError(f"sweeps.advise --study {args.study}: no advice: {refusal}") from refusal
+    lines = [*advice_lines(advice, holdout), cost_line(advice, assumptions)]
+    print("\n".join(lines))
+    log_advice(study.run, advice, lines)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main, "sweeps.advise"))

@@ -1,0 +1,60 @@
+"""The advisor recovers a known compute-optimal point within its intervals, and refuses what its fit cannot carry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sweeps.laws.allocation import FlopsPerSample, quality_optimum
+from sweeps.laws.forms import JointLaw
+from sweeps.report.advice import AdviceRefused, advice_lines, advise, holdout_check
+from tests.support.synthetic_allocation import TRUE_LAW, synthetic_study
+
+
+def _truth(table, budget):
+    flops = FlopsPerSample.fit(table["n_params"], table["training_flops_per_sample"])
+    return quality_optimum(lambda n, d: JointLaw().predict(TRUE_LAW, n, d), flops, budget, (1e3, 1e9))
+
+
+def test_the_known_optimum_lies_inside_the_intervals_in_most_seeded_studies():
+    # 10 seeded studies here (benchmarks/advise_coverage.py runs 100): at least 8 recover N, D and Q.
+    budget = 3.0 * synthetic_study(0)["flops"].max()
+    truth = _truth(synthetic_study(0), budget)
+    hits = []
+    for seed in range(10):
+        advice = advise(synthetic_study(seed), budget, n_bootstrap=40, seed=seed)
+        hits.append([
+            advice.n_params.low <= truth.n_params <= advice.n_params.high,
+            advice.hours.low <= truth.hours <= advice.hours.high,
+            advice.q.low <= truth.q <= advice.q.high,
+        ])  # fmt: skip
+    assert np.sum(hits, axis=0).min() >= 8, hits
+    assert advice.extrapolation == pytest.approx(3.0)
+    assert advice.exponent_n.low < advice.exponent_n.value < advice.exponent_n.high
+
+
+def test_refusals_name_why():
+    table = synthetic_study(1)
+    budget = table["flops"].max()
+    two_sizes = table[table["n_params"] <= table["n_params"].unique()[1]]
+    with pytest.raises(AdviceRefused, match="2 distinct model sizes; an optimum needs at least 3"):
+        advise(two_sizes, budget, n_bootstrap=0)
+    with pytest.raises(AdviceRefused, match=r"is 1000x the study's largest trial .* at most 100x"):
+        advise(table, 1000 * budget, n_bootstrap=0)
+    with pytest.raises(AdviceRefused, match="no training_flops_per_sample"):
+        advise(table.drop(columns="training_flops_per_sample"), budget, n_bootstrap=0)
+    unsaturated = synthetic_study(1, law={**TRUE_LAW, "q_inf": 1.0 - 1e-12})  # Q keeps rising: no ceiling
+    with pytest.raises(AdviceRefused, match="Q_inf sits at its bound"):
+        advise(unsaturated, budget, n_bootstrap=0)
+    with pytest.raises(AdviceRefused, match="edge of the sizes searched"):
+        advise(table, budget / 1e6, n_bootstrap=0)  # so little compute that the smallest size searched wins
+
+
+def test_the_held_out_largest_trials_are_predicted_and_reported():
+    table = synthetic_study(2)
+    check = holdout_check(table, n_bootstrap=40)
+    assert set(check.held_out) == {"n1.00e+07-h100", "n1.00e+07-h100-seed1"}  # within 2x of the largest compute
+    assert check.mean_abs_error < 0.01 and check.inside >= 1
+    lines = advice_lines(advise(table, 2 * table["flops"].max(), n_bootstrap=20), check)
+    assert lines[0].startswith("budget ") and "each 10 s clip seen once" in lines[0]
+    assert any(line.startswith("held-out check: refitted without the 2 largest-compute trial(s)") for line in lines)
