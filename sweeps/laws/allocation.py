@@ -5,8 +5,9 @@ Two cases:
   Eq. 4 and App. D.2): N_opt = G (C / 6)^a and D_opt = G^-1 (C / 6)^b, a = beta / (alpha + beta),
   b = alpha / (alpha + beta), G = (alpha A / (beta B))^(1 / (alpha + beta)).
 - **A quality law** Q(N, D) (sweeps.laws.forms.JointLaw, D in hours) under C = FLOPs per sample x
-  samples, each 10 s clip of D seen once (App. B's clip length; Chinchilla counts tokens seen once):
-  the N that maximises Q(N, C / (f(N) x 360 per hour)) along the iso-compute curve, searched on a
+  samples, each sample (a 10 s clip, App. B's length, or the model's crop) of D seen once, as
+  Chinchilla counts tokens seen once:
+  the N that maximises Q(N, C / (f(N) x samples per hour)) along the iso-compute curve, searched on a
   fine grid of log N and refined; f(N) is the family's training FLOPs per sample, a power law fitted
   to the study's own models (`FlopsPerSample`).
 
@@ -44,25 +45,29 @@ def chinchilla_optimum(params: dict[str, float], compute: float) -> tuple[float,
 
 @dataclass(frozen=True)
 class FlopsPerSample:
-    """Training FLOPs of one sample as a power of the parameter count, f(N) = exp(log_k) N^gamma."""
+    """Training FLOPs of one sample as a power of the parameter count, f(N) = exp(log_k) N^gamma,
+    and how many samples an hour of audio makes (10 s clips by default; a 2 s crop model: 1,800)."""
 
     log_k: float
     gamma: float
+    samples_per_hour: float = SAMPLES_PER_HOUR
 
     @classmethod
-    def fit(cls, n_params: np.ndarray, flops_per_sample: np.ndarray) -> FlopsPerSample:
+    def fit(
+        cls, n_params: np.ndarray, flops_per_sample: np.ndarray, *, samples_per_hour: float = SAMPLES_PER_HOUR
+    ) -> FlopsPerSample:
         n, f = np.log(np.asarray(n_params, float)), np.log(np.asarray(flops_per_sample, float))
         if len(np.unique(n)) < 2:
             raise ValueError("FLOPs per sample need at least 2 model sizes to relate them to N")
         gamma, log_k = np.polyfit(n, f, 1)
-        return cls(log_k=float(log_k), gamma=float(gamma))
+        return cls(log_k=float(log_k), gamma=float(gamma), samples_per_hour=samples_per_hour)
 
     def __call__(self, n: float | np.ndarray) -> float | np.ndarray:
         return np.exp(self.log_k) * np.asarray(n, float) ** self.gamma
 
     def hours_for(self, compute: float, n: float | np.ndarray) -> float | np.ndarray:
-        """Hours of 10 s clips, each seen once, that `compute` buys for a model of N parameters."""
-        return compute / (self(n) * SAMPLES_PER_HOUR)
+        """Hours of audio, each sample seen once, that `compute` buys for a model of N parameters."""
+        return compute / (self(n) * self.samples_per_hour)
 
 
 @dataclass(frozen=True, kw_only=True)

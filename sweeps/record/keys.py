@@ -93,8 +93,10 @@ TRAIN_SEEDS_PARAM = "train_seeds"  # on the study run: training seeds per config
 PROBE_SEEDS_PARAM = "probe_seeds"
 Q_INTERVAL_OVER_PARAM = "q_interval_over"
 GRID_PARAM_PREFIX = "grid."
-# training_flops_per_sample: logged by pretraining into the trial run (sweeps.report.advice reads it).
-NUMERIC_PARAMS = ("n_params", "hours", "flops", MASK_RATIO_PARAM, TRAIN_STEPS_PARAM, "training_flops_per_sample")
+# training_flops_per_sample, crop_frames: logged by pretraining into the trial run (sweeps.report.advice reads them).
+NUMERIC_PARAMS = (
+    "n_params", "hours", "flops", MASK_RATIO_PARAM, TRAIN_STEPS_PARAM, "training_flops_per_sample", "crop_frames",
+)  # fmt: skip
 TEXT_PARAMS = (TRIAL_PARAM, MODEL_NAME_PARAM, ARCH_PARAM, CONFIGURATION_PARAM, Q_INTERVAL_OVER_PARAM, "scale")
 Q_CI_LOW = "q_ci_low"
 Q_CI_HIGH = "q_ci_high"

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweeps.laws.allocation import FlopsPerSample, QualityOptimum, local_exponents, quality_optimum
+from sweeps.laws.allocation import (
+    SAMPLES_PER_HOUR,
+    FlopsPerSample,
+    QualityOptimum,
+    local_exponents,
+    quality_optimum,
+)
 from sweeps.laws.fits import fit_joint
 from sweeps.laws.forms import JointLaw
 from sweeps.laws.result import LawFit
@@ -38,6 +44,7 @@ MAX_EXTRAPOLATION = 100.0
 SEARCH_WIDENING = 10.0  # sizes searched: a tenth of the smallest to ten times the largest
 Q_INF_BOUND_TOLERANCE = 1e-6
 FLOPS_PER_SAMPLE_COLUMN = "training_flops_per_sample"
+FRAME_HOP_SECONDS = 0.01  # the dasheng preset's 160-sample hop at 16 kHz: the size grid's study MAE
 
 
 class AdviceRefused(ValueError):
@@ -82,6 +89,15 @@ def _check_grid(trials: pd.DataFrame, budget: float) -> None:
         )
 
 
+def _samples_per_hour(trials: pd.DataFrame) -> float:
+    """Crops of the study's models per hour of audio: 3600 s / (crop_frames x the 10 ms hop of the study
+    MAE's dasheng front end); 10 s clips (App. B) where the trials do not say."""
+    crops = trials["crop_frames"].dropna().unique() if "crop_frames" in trials.columns else []
+    if len(crops) > 1:
+        raise AdviceRefused(f"the trials train on crops of different lengths ({sorted(crops)} frames); one per study")
+    return 3600.0 / (float(crops[0]) * FRAME_HOP_SECONDS) if len(crops) else SAMPLES_PER_HOUR
+
+
 def _check_fit(fit: LawFit) -> None:
     q_inf = fit.params["q_inf"]
     if q_inf < Q_INF_BOUND_TOLERANCE or q_inf > 1.0 - Q_INF_BOUND_TOLERANCE:
@@ -124,7 +140,9 @@ def advise(table: pd.DataFrame, budget_flops: float, *, n_bootstrap: int = 200, 
         trials["n_params"], trials["hours"], trials[Q_METRIC], groups=groups, n_bootstrap=n_bootstrap, seed=seed
     )
     _check_fit(fit)
-    flops = FlopsPerSample.fit(trials["n_params"], trials[FLOPS_PER_SAMPLE_COLUMN])
+    flops = FlopsPerSample.fit(
+        trials["n_params"], trials[FLOPS_PER_SAMPLE_COLUMN], samples_per_hour=_samples_per_hour(trials)
+    )
     n_range = (float(trials["n_params"].min()) / SEARCH_WIDENING, float(trials["n_params"].max()) * SEARCH_WIDENING)
     best = _optimum(fit.params, flops, budget_flops, n_range)
     if best.at_edge:
@@ -209,7 +227,7 @@ def advice_lines(advice: Advice, holdout: HoldoutCheck | None = None) -> list[st
     """The answer in plain lines: what to train, how good, how far it extrapolates, the held-out check."""
     lines = [
         f"budget {advice.budget_flops:.3g} training FLOPs ({advice.extrapolation:.3g}x the study's largest trial), "
-        "each 10 s clip seen once:",
+        f"each sample seen once ({advice.flops.samples_per_hour:,.0f} samples an hour):",
         f"  model size N: {_cell(advice.n_params, '.3g')} parameters",
         f"  data D: {_cell(advice.hours, ',.4g')} hours",
         f"  predicted Q: {_cell(advice.q, '.4f')}",

@@ -22,7 +22,10 @@ def size_data_study(tmp_path_factory):
     parent = tracking.start_or_resume_run(tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name="sizes")
     for row in table.itertuples():
         child = tracking.start_or_resume_run(
-            tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name=f"sizes/{row.trial}", parent_run_id=parent.run_id
+            tracking_uri=uri,
+            experiment_name=STUDY_EXPERIMENT,
+            run_name=f"sizes/{row.trial}",
+            parent_run_id=parent.run_id,
         )
         TrialRecord(
             trial=row.trial, model_name="mae-debug", arch="mae", n_params=int(row.n_params), hours=row.hours,
@@ -40,7 +43,9 @@ def test_the_advice_is_printed_and_lands_on_the_study_run(size_data_study, capsy
             "--tracking-uri", uri, "--gpu", "h100", "--mfu", "0.4", "--gpus", "8"]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("budget ") and "model size N: " in printed and "held-out check: refitted without" in printed
+    assert (
+        printed.startswith("budget ") and "model size N: " in printed and "held-out check: refitted without" in printed
+    )
     assert "GPU-hours on h100 at 40% MFU" in printed
     run = tracking.read_run(uri, run_id)
     n_opt = run["metrics"]["advise.n_opt"][-1][1]

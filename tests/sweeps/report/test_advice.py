@@ -56,5 +56,16 @@ def test_the_held_out_largest_trials_are_predicted_and_reported():
     assert set(check.held_out) == {"n1.00e+07-h100", "n1.00e+07-h100-seed1"}  # within 2x of the largest compute
     assert check.mean_abs_error < 0.01 and check.inside >= 1
     lines = advice_lines(advise(table, 2 * table["flops"].max(), n_bootstrap=20), check)
-    assert lines[0].startswith("budget ") and "each 10 s clip seen once" in lines[0]
+    assert lines[0].startswith("budget ") and "each sample seen once (360 samples an hour)" in lines[0]
     assert any(line.startswith("held-out check: refitted without the 2 largest-compute trial(s)") for line in lines)
+
+
+def test_a_sample_is_the_trials_crop():
+    table = synthetic_study(4)
+    budget = table["flops"].max()
+    two_second_crops = advise(table.assign(crop_frames=200.0), budget, n_bootstrap=0)  # mae-debug: 200 x 10 ms
+    assert two_second_crops.flops.samples_per_hour == 1800.0
+    assert advise(table, budget, n_bootstrap=0).flops.samples_per_hour == 360.0  # 10 s clips (App. B)
+    mixed = table.assign(crop_frames=np.where(table["n_params"] > 1e6, 1000.0, 200.0))
+    with pytest.raises(AdviceRefused, match="crops of different lengths"):
+        advise(mixed, budget, n_bootstrap=0)
