@@ -98,6 +98,9 @@ NUMERIC_PARAMS = (
     "n_params", "hours", "flops", MASK_RATIO_PARAM, TRAIN_STEPS_PARAM, "training_flops_per_sample", "crop_frames",
 )  # fmt: skip
 TEXT_PARAMS = (TRIAL_PARAM, MODEL_NAME_PARAM, ARCH_PARAM, CONFIGURATION_PARAM, Q_INTERVAL_OVER_PARAM, "scale")
+# Pretraining's logged loss (pipeline.pretrain.training_metrics); the trial table's `train_loss` is its last value.
+TRAINING_LOSS_METRIC = "loss"
+TRAIN_LOSS_COLUMN = "train_loss"
 Q_CI_LOW = "q_ci_low"
 Q_CI_HIGH = "q_ci_high"
 Q_INTERVAL_KEYS = (Q_CI_LOW, Q_CI_HIGH)  # Q's 95% interval, where one was measured

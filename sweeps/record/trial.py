@@ -159,6 +159,8 @@ def trial_row(run: RunDict) -> dict[str, Any]:
     if metrics.get(keys.TASK_RANKME_METRIC):
         row[keys.TASK_RANKME_METRIC] = _last(metrics, keys.TASK_RANKME_METRIC)
     row[keys.Q_METRIC] = _last(metrics, keys.Q_METRIC)
+    if metrics.get(keys.TRAINING_LOSS_METRIC):  # the last logged training loss: the advisor's loss law
+        row[keys.TRAIN_LOSS_COLUMN] = _last(metrics, keys.TRAINING_LOSS_METRIC)
     row.update(rankme_pool_columns(params, metrics, tags))
     for key in keys.Q_INTERVAL_KEYS:  # absent with one probe seed and in older studies
         row[key] = _last(metrics, key)

@@ -33,10 +33,11 @@ from sweeps.laws.allocation import (
     local_exponents,
     quality_optimum,
 )
-from sweeps.laws.fits import fit_joint
-from sweeps.laws.forms import JointLaw
+from sweeps.laws.fits import fit_chinchilla, fit_joint
+from sweeps.laws.forms import ChinchillaLaw, JointLaw
+from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
-from sweeps.record.keys import Q_METRIC
+from sweeps.record.keys import Q_METRIC, TRAIN_LOSS_COLUMN
 from sweeps.report.fits import usable_trials
 
 MIN_DISTINCT = 3
@@ -59,6 +60,16 @@ class Interval:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LossAdvice:
+    """The same budget spent to minimise the study's training-loss law (where its trials logged a loss)."""
+
+    n_params: Interval
+    hours: Interval
+    loss: Interval
+    fit: LawFit
+
+
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     budget_flops: float
     n_params: Interval
@@ -71,6 +82,8 @@ class Advice:
     flops: FlopsPerSample
     n_range: tuple[float, float]
     n_bootstrap_used: int
+    loss: LossAdvice | None = None
+    loss_note: str = ""  # why there is no loss-law answer, when there is none
 
 
 def _check_grid(trials: pd.DataFrame, budget: float) -> None:
@@ -119,6 +132,31 @@ def _exponents(params: dict, flops: FlopsPerSample, budget: float, n_range) -> t
     return local_exponents(at, budget)
 
 
+def _loss_advice(trials: pd.DataFrame, flops: FlopsPerSample, budget: float, n_range, *, n_bootstrap: int, seed: int):
+    """(LossAdvice or None, why not): L(N, D) = E + A/N^alpha + B/D^beta (Hoffmann et al.'s form, Huber
+    on log L) fitted to the trials' last training loss, minimised along the same iso-compute curve."""
+    if TRAIN_LOSS_COLUMN not in trials.columns or not np.isfinite(trials[TRAIN_LOSS_COLUMN].astype(float)).all():
+        return None, "the trials logged no training loss"
+    groups = trials["configuration"].to_numpy() if "configuration" in trials.columns else None
+    try:
+        fit = fit_chinchilla(trials["n_params"], trials["hours"], trials[TRAIN_LOSS_COLUMN], groups=groups,
+                             n_bootstrap=n_bootstrap, seed=seed)  # fmt: skip
+    except (ValueError, FitNotConvergedError) as error:
+        return None, f"the loss law did not fit: {error}"
+
+    def lowest(params: dict) -> QualityOptimum:
+        return quality_optimum(lambda n, d: -ChinchillaLaw().predict(params, n, d), flops, budget, n_range)
+
+    best = lowest(fit.params)
+    if best.at_edge:
+        return None, "the loss law is lowest at the edge of the sizes searched"
+    draws = [lowest(params) for params in fit.replicates.to_dict("records")]
+    return LossAdvice(
+        n_params=_interval(best.n_params, [d.n_params for d in draws]), hours=_interval(best.hours, [d.hours for d in draws]),
+        loss=_interval(-best.q, [-d.q for d in draws]), fit=fit,
+    ), ""  # fmt: skip
+
+
 def _interval(value: float, draws: list[float]) -> Interval:
     if len(draws) < 2:
         return Interval(value=value, low=np.nan, high=np.nan)
@@ -157,8 +195,9 @@ def advise(table: pd.DataFrame, budget_flops: float, *, n_bootstrap: int = 200, 
         replicate_a, replicate_b = _exponents(params, flops, budget_flops, n_range)
         for key, value in zip(draws, (replicate.n_params, replicate.hours, replicate.q, replicate_a, replicate_b)):
             draws[key].append(value)
+    loss, loss_note = _loss_advice(trials, flops, budget_flops, n_range, n_bootstrap=n_bootstrap, seed=seed)
     return Advice(
-        budget_flops=budget_flops, n_params=_interval(best.n_params, draws["n"]),
+        loss=loss, loss_note=loss_note, budget_flops=budget_flops, n_params=_interval(best.n_params, draws["n"]),
         hours=_interval(best.hours, draws["d"]), q=_interval(best.q, draws["q"]),
         exponent_n=_interval(a, draws["a"]), exponent_d=_interval(b, draws["b"]),
         extrapolation=budget_flops / float(trials["flops"].max()), fit=fit, flops=flops, n_range=n_range,
@@ -236,6 +275,13 @@ def advice_lines(advice: Advice, holdout: HoldoutCheck | None = None) -> list[st
         f"  from Q(N,D) over {advice.fit.n_points} trials (R² {advice.fit.r2:.3f}, {advice.n_bootstrap_used} "
         f"bootstrap refits) and FLOPs per sample ~ N^{advice.flops.gamma:.3f}",
     ]
+    if advice.loss is not None:
+        lines.append(
+            f"  the training-loss law L(N,D) at the same budget: N {_cell(advice.loss.n_params, '.3g')}, "
+            f"D {_cell(advice.loss.hours, ',.4g')} h, loss {_cell(advice.loss.loss, '.4g')}"
+        )
+    elif advice.loss_note:
+        lines.append(f"  no training-loss answer: {advice.loss_note}")
     if holdout is not None:
         lines.append(
             f"held-out check: refitted without the {len(holdout.held_out)} largest-compute trial(s), Q(N,D) predicts "

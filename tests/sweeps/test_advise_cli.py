@@ -8,9 +8,12 @@ import pytest
 from pipeline.cli_errors import run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.advise import main
+from sweeps.laws.forms import ChinchillaLaw
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.trial import TrialRecord
 from tests.support.synthetic_allocation import synthetic_study
+
+LOSS_LAW = {"E": 0.4, "A": 30.0, "alpha": 0.3, "B": 0.5, "beta": 0.35}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,9 @@ def size_data_study(tmp_path_factory):
             flops=row.flops, mask_ratio=0.75, rankme=10.0, rankme_by_step={100: 10.0}, q=row.q,
         ).write(child)  # fmt: skip
         child.log_params({"training_flops_per_sample": row.training_flops_per_sample})  # as pretraining logs it
+        loss = float(ChinchillaLaw().predict(LOSS_LAW, row.n_params, row.hours))
+        child.log_metrics({"loss": 2.0 * loss}, step=1)
+        child.log_metrics({"loss": loss}, step=300)  # the last logged loss is the one the law takes
         child.finish()
     parent.finish()
     return uri, parent.run_id, float(table["flops"].max())
@@ -47,6 +53,7 @@ def test_the_advice_is_printed_and_lands_on_the_study_run(size_data_study, capsy
         printed.startswith("budget ") and "model size N: " in printed and "held-out check: refitted without" in printed
     )
     assert "GPU-hours on h100 at 40% MFU" in printed
+    assert "the training-loss law L(N,D) at the same budget: N " in printed
     run = tracking.read_run(uri, run_id)
     n_opt = run["metrics"]["advise.n_opt"][-1][1]
     assert run["metrics"]["advise.n_opt_ci_low"][-1][1] <= n_opt <= run["metrics"]["advise.n_opt_ci_high"][-1][1]

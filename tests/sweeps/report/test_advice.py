@@ -69,3 +69,23 @@ def test_a_sample_is_the_trials_crop():
     mixed = table.assign(crop_frames=np.where(table["n_params"] > 1e6, 1000.0, 200.0))
     with pytest.raises(AdviceRefused, match="crops of different lengths"):
         advise(mixed, budget, n_bootstrap=0)
+
+
+def test_the_training_loss_law_is_minimised_along_the_same_curve_where_trials_logged_a_loss():
+    from sweeps.laws.forms import ChinchillaLaw
+
+    loss_law = {"E": 0.4, "A": 30.0, "alpha": 0.3, "B": 0.5, "beta": 0.35}
+    table = synthetic_study(5)
+    noise = np.random.default_rng(5).normal(0.0, 0.002, len(table))
+    table["train_loss"] = ChinchillaLaw().predict(loss_law, table["n_params"], table["hours"]) * np.exp(noise)
+    budget = 3.0 * table["flops"].max()
+    advice = advise(table, budget, n_bootstrap=30)
+    flops = FlopsPerSample.fit(table["n_params"], table["training_flops_per_sample"])
+    truth = quality_optimum(lambda n, d: -ChinchillaLaw().predict(loss_law, n, d), flops, budget, (1e3, 1e9))
+    assert advice.loss is not None
+    assert advice.loss.n_params.value == pytest.approx(truth.n_params, rel=0.05)
+    assert advice.loss.n_params.low <= advice.loss.n_params.value <= advice.loss.n_params.high
+    assert advice.loss.loss.value == pytest.approx(-truth.q, rel=0.01)
+    assert any(line.startswith("  the training-loss law L(N,D) at the same budget") for line in advice_lines(advice))
+    without = advise(synthetic_study(5), budget, n_bootstrap=0)
+    assert without.loss is None and without.loss_note == "the trials logged no training loss"
