@@ -43,7 +43,7 @@ def count_kept(n_patches: int, mask_ratio: float, *, tolerance: float = KEPT_COU
     """Visible patches for a mask ratio: floor(N * (1 - ratio) + tolerance).
 
     MAE's and Dasheng's code compute `int(L * (1 - mask_ratio))` with no tolerance (Dasheng's
-    dasheng/train/models.py, random_masking and random_masking_group), so float error drops a patch
+    dasheng/train/models.py L378 random_masking and L344 random_masking_group), so float error drops a patch
     there: 250 * (1 - 0.8) = 49.999... keeps 49, and 0.9 keeps 24. `tolerance=0` reproduces that (the
     study MAE sizes); the default 1e-6 keeps 50 and 25, what the CPU profile's models were measured with.
     """

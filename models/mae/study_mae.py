@@ -47,9 +47,9 @@ def study_mae_config(name: str, width: int, depth: int) -> MaskedAutoencoderConf
         encoder_heads=max(1, width // 64),
         # Dasheng's encoder: separate learnable time and frequency (1) tables; its decoder keeps one
         # learnable table over all patches (AudioTransformerMAE_Decoder.pos_embed). Their sizes follow
-        # Dasheng's target_length of 1008 frames (dasheng/train/config/dasheng_base.yaml), not the crop:
-        # 1008 // 4 = 252 time rows (dasheng/train/models.py, AudioPatchEmbed grid_size), and the decoder
-        # `num_patches + 1 if not cls_token else num_patches` = 253 rows (the condition reads inverted;
+        # Dasheng's target_length of 1008 frames (dasheng/train/config/dasheng_base.yaml L20), not the crop:
+        # 1008 // 4 = 252 time rows (dasheng/train/models.py L73-75 grid_size, L285-288 tables), and the decoder
+        # `num_patches + 1 if not cls_token else num_patches` = 253 rows (L501-503; the condition reads inverted;
         # the code is what the checkpoints and Table I's totals hold). 250-patch crops use the first 250.
         encoder_positions="learnable_time_freq",
         encoder_position_rows=DASHENG_TIME_POSITIONS,
@@ -62,11 +62,12 @@ def study_mae_config(name: str, width: int, depth: int) -> MaskedAutoencoderConf
         normalize_target_patches=True,  # Dasheng's normalized-patch MSE
         input_batchnorm=True,  # Dasheng's init_bn over the 64 mel bins
         mask_group_patches=2,  # Dasheng's group_masking: True (random_masking_group, factor 2)
-        # Dasheng's len_keep = int(L * (1 - mask_ratio)) (dasheng/train/models.py, random_masking_group):
+        # Dasheng's len_keep = int(L * (1 - mask_ratio)) (dasheng/train/models.py L344 random_masking_group, L378):
         # no tolerance, so 250 patches keep 62 / 49 / 24 at 0.75 / 0.8 / 0.9.
         kept_count_tolerance=0.0,
         # Dasheng's target is the dB front-end output, patchified and normalised per patch
-        # (dasheng/train/models.py, AudioTransformerMAE.forward: targets = patchify(front_end(x))),
+        # (dasheng/train/models.py L589-591, AudioTransformerMAE.forward: targets = patchify(front_end(x)); the
+        # per-patch normalisation and masked-patch MSE are MAELoss, L34-54),
         # not the crop standardised per mel bin that this pipeline feeds the encoder.
         target_raw_db=True,
     )

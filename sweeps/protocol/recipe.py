@@ -34,10 +34,11 @@ STUDY_TRAIN_STEPS = 746_000  # Sec. III-B and App. B: "the number of steps was u
 STUDY_OPTIMIZER = "adamw8bit"  # App. B: "an 8-bit AdamW optimizer"
 STUDY_MASK_RATIO = 0.75  # Sec. III-B and App. B: "a default masking ratio of 0.75"
 # App. B names "an 8-bit AdamW optimizer" and nothing more; the study follows Dasheng (Sec. III-B), whose
-# training (RicherMans/Dasheng dasheng/train/train.py, the optimizer built over model.parameters())
+# training (RicherMans/Dasheng dasheng/train/train.py L100-107: the optimizer built over model.parameters(),
+# config yaml L22-25: AdamW8bit, lr 3e-4, weight decay 0.01)
 # leaves bitsandbytes AdamW8bit's betas at their default (0.9, 0.999), decays every parameter (one
-# group: the models' no_weight_decay() is never called) and clips no gradient (train_batch: backward,
-# then step).
+# group: the models' no_weight_decay() is never called) and clips no gradient (train_batch, L119-133:
+# backward, then step).
 DASHENG_OPTIMIZER = {"adam_betas": (0.9, 0.999), "decay_all_parameters": True, "grad_clip_norm": 0.0}
 STUDY_CLIP_SECONDS = 10.0  # App. B: "processing 10-second audio clips" (Sec. III-A: 10-second clips)
 RANKME_POOL_N = PAPER_RANKME_N  # Sec. III-C and App. A: RankMe of "30,000 randomly sampled data points"
