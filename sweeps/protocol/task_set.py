@@ -79,7 +79,7 @@ def check_task_set(profile: str, present: Iterable[str], *, accept_difference: b
     if not check.matches and not accept_difference:
         raise ValueError(
             f"--profile {profile}: Q is defined over the paper's {len(check.declared)} HEAR scene tasks (Sec. III-D), "
-            f"but {where} differs ({check.describe()}); point --tasks at a folder of the HEAR 2021 tasks, or pass "
+            f"but the task folder ({where}) differs: {check.describe()}; point --tasks at a folder of the HEAR 2021 tasks, or pass "
             "--accept-task-set to run on these tasks (the study records the difference)"
         )
     return check

@@ -26,7 +26,8 @@ def test_a_difference_is_listed_and_refused_unless_accepted():
     with pytest.raises(ValueError) as refused:
         check_task_set("paper", present, accept_difference=False, where="--tasks /data/hear")
     message = str(refused.value)
-    assert "--tasks /data/hear differs (missing 1 of the paper's 16: fsd50k-v1.0-full; " in message
-    assert "1 not in the paper's set: beehive_states_fold0-v2-full)" in message and "--accept-task-set" in message
+    assert "the task folder (--tasks /data/hear) differs: missing 1 of the paper's 16: fsd50k-v1.0-full; " in message
+    assert "1 not in the paper's set: beehive_states_fold0-v2-full; point --tasks" in message
+    assert "--accept-task-set" in message
     accepted = check_task_set("paper", present, accept_difference=True, where="--tasks /data/hear")
     assert accepted.missing == ("fsd50k-v1.0-full",) and accepted.extra == ("beehive_states_fold0-v2-full",)

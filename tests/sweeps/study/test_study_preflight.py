@@ -100,7 +100,7 @@ def test_paper_profile_refuses_a_task_folder_that_is_not_the_papers_and_lists_th
     check = check_study_inputs(accepted)
     assert not check.matches and check.extra == ("mixtures", "tones") and len(check.missing) == 15
     # The embedded default tasks under the paper profile: refused too, naming them.
-    with pytest.raises(ValueError, match="the embedded default tasks differs"):
+    with pytest.raises(ValueError, match=r"the task folder \(the embedded default tasks\) differs"):
         check_study_inputs(_config(tmp_path, tracking_uri, profile="paper"))
     # The CPU profile declares no set.
     assert check_study_inputs(_config(tmp_path, tracking_uri, tasks_dir=str(tasks))).describe() == (
