@@ -22,7 +22,7 @@ from pathlib import Path
 from pipeline.cli_errors import UserError, run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.record.study import read_study
-from sweeps.report.advice import Advice, AdviceRefused, advice_lines, advise, holdout_check
+from sweeps.report.advice import Advice, AdviceRefused, advice_lines, advise, holdout_check, holdout_lines
 from sweeps.report.advice_figure import iso_compute_figure
 from sweeps.study.cost import (
     DEFAULT_GPU,
@@ -93,13 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     assumptions = CostAssumptions(gpu=args.gpu, mfu=args.mfu, gpus=args.gpus)
     budget = budget_flops(args, assumptions)
     study = read_study(args.tracking_uri, args.study)
+    # The held-out check says how far the law predicts, which matters most when it cannot advise.
+    holdout, holdout_note = None, ""
+    if args.holdout:
+        try:
+            holdout = holdout_check(study.trial_table, n_bootstrap=args.n_bootstrap)
+        except AdviceRefused as refusal:
+            holdout_note = f"held-out check: not possible: {refusal}"
     try:
         advice = advise(study.trial_table, budget, n_bootstrap=args.n_bootstrap)
-        holdout = holdout_check(study.trial_table, n_bootstrap=args.n_bootstrap) if args.holdout else None
     except AdviceRefused as refusal:
+        print("\n".join([*holdout_lines(holdout), *([holdout_note] if holdout_note else [])]))
         study.run.set_tags({"advise.refused": str(refusal)[:4000]})
         raise UserError(f"sweeps.advise --study {args.study}: no advice: {refusal}") from refusal
-    lines = [*advice_lines(advice, holdout), cost_line(advice, assumptions)]
+    lines = [*advice_lines(advice, holdout), *([holdout_note] if holdout_note else []), cost_line(advice, assumptions)]
     print("\n".join(lines))
     log_advice(study.run, advice, lines)
     return 0

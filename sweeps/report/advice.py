@@ -9,6 +9,7 @@ intervals.
 The advisor refuses, in one line that says why, where its fit cannot carry the answer:
 - fewer than MIN_DISTINCT distinct sizes or data volumes (a law through two values of an axis has
   no curvature to place an optimum on);
+- a fit with R² at most 0, the report's own no-trend criterion: Q does not follow N and D;
 - Q_inf at a bound of App. E's box (0 or 1): the ceiling the optimum trades against is not
   identified;
 - a budget more than MAX_EXTRAPOLATION times the study's largest trial: Chinchilla itself was
@@ -111,7 +112,22 @@ def _samples_per_hour(trials: pd.DataFrame) -> float:
     return 3600.0 / (float(crops[0]) * FRAME_HOP_SECONDS) if len(crops) else SAMPLES_PER_HOUR
 
 
+def _fit_quality(trials: pd.DataFrame, groups, *, n_bootstrap: int, seed: int) -> LawFit:
+    """Q(N, D) with the reference estimator, or a refusal saying why it could not be fitted."""
+    try:
+        return fit_joint(
+            trials["n_params"], trials["hours"], trials[Q_METRIC], groups=groups, n_bootstrap=n_bootstrap, seed=seed
+        )
+    except (ValueError, FitNotConvergedError) as error:
+        raise AdviceRefused(f"Q(N,D) could not be fitted to this study: {error}") from error
+
+
 def _check_fit(fit: LawFit) -> None:
+    if not fit.r2 > 0.0:  # the report's own no-trend criterion (sweeps.report.q_trend): R² at most 0
+        raise AdviceRefused(
+            f"Q(N,D) explains none of the variation in Q (R² {fit.r2:.3g} over {fit.n_points} trials): Q does not "
+            "follow N and D here, so no optimum along a budget means anything"
+        )
     q_inf = fit.params["q_inf"]
     if q_inf < Q_INF_BOUND_TOLERANCE or q_inf > 1.0 - Q_INF_BOUND_TOLERANCE:
         raise AdviceRefused(
@@ -174,9 +190,7 @@ def advise(table: pd.DataFrame, budget_flops: float, *, n_bootstrap: int = 200, 
         )
     _check_grid(trials, budget_flops)
     groups = trials["configuration"].to_numpy() if "configuration" in trials.columns else None
-    fit = fit_joint(
-        trials["n_params"], trials["hours"], trials[Q_METRIC], groups=groups, n_bootstrap=n_bootstrap, seed=seed
-    )
+    fit = _fit_quality(trials, groups, n_bootstrap=n_bootstrap, seed=seed)
     _check_fit(fit)
     flops = FlopsPerSample.fit(
         trials["n_params"], trials[FLOPS_PER_SAMPLE_COLUMN], samples_per_hour=_samples_per_hour(trials)
@@ -217,7 +231,17 @@ class HoldoutCheck:
 
     @property
     def inside(self) -> int:
-        return sum(p.low <= q <= p.high for p, q in zip(self.predicted, self.observed))
+        """Held-out trials inside an informative interval (one wider than Q's range [0, 1] is not)."""
+        return sum(informative(p) and p.low <= q <= p.high for p, q in zip(self.predicted, self.observed))
+
+    @property
+    def n_informative(self) -> int:
+        return sum(informative(p) for p in self.predicted)
+
+
+def informative(interval: Interval) -> bool:
+    """An interval of Q that says something: finite and narrower than Q's whole range."""
+    return bool(np.isfinite(interval.low) and np.isfinite(interval.high) and interval.high - interval.low < 1.0)
 
 
 HOLDOUT_FACTOR = 2.0  # held out: the trials within a factor 2 of the study's largest compute
@@ -235,7 +259,7 @@ def holdout_check(table: pd.DataFrame, *, n_bootstrap: int = 200, seed: int = 0)
                 f"distinct {column}: too few to refit Q(N,D) for a held-out check"
             )
     groups = kept["configuration"].to_numpy() if "configuration" in kept.columns else None
-    fit = fit_joint(kept["n_params"], kept["hours"], kept[Q_METRIC], groups=groups, n_bootstrap=n_bootstrap, seed=seed)
+    fit = _fit_quality(kept, groups, n_bootstrap=n_bootstrap, seed=seed)
     n, d = trials.loc[held, "n_params"].to_numpy(float), trials.loc[held, "hours"].to_numpy(float)
     values = fit.predict(n, d)
     # A held-out trial's Q carries its own noise, so the band is a prediction interval: the bootstrap
@@ -282,12 +306,23 @@ def advice_lines(advice: Advice, holdout: HoldoutCheck | None = None) -> list[st
         )
     elif advice.loss_note:
         lines.append(f"  no training-loss answer: {advice.loss_note}")
+    return lines + holdout_lines(holdout)
+
+
+def holdout_lines(holdout: HoldoutCheck | None) -> list[str]:
+    """The held-out check in plain lines (none without one)."""
+    lines = []
     if holdout is not None:
         lines.append(
             f"held-out check: refitted without the {len(holdout.held_out)} largest-compute trial(s), Q(N,D) predicts "
             f"them within {holdout.mean_abs_error:.4f} in Q on average; {holdout.inside} of {len(holdout.held_out)} "
-            "inside their 95% prediction interval"
+            f"inside their 95% prediction interval ({holdout.n_informative} of those intervals informative)"
         )
         for name, q, p in zip(holdout.held_out, holdout.observed, holdout.predicted):
-            lines.append(f"  {name}: observed {q:.4f}, predicted {_cell(p, '.4f')}")
+            shown = (
+                _cell(p, ".4f")
+                if informative(p)
+                else f"{p.value:.4f} (95% interval wider than Q's range: not informative)"
+            )
+            lines.append(f"  {name}: observed {q:.4f}, predicted {shown}")
     return lines

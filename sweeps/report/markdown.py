@@ -116,7 +116,13 @@ def fit_table_markdown(study: StudyFits) -> str:
 
 
 def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
-    """One plain sentence per law, flagging a Q_inf at its bound 1 or at/below the best observed Q."""
+    """One plain sentence per law, flagging a Q_inf at its bound 1 or at/below the best observed Q, and
+    a fit that explains none of the variation (R² at most 0: the no-trend criterion of sweeps.report.q_trend)."""
+    if not fit.r2 > 0.0:
+        return (
+            f"- {name}: not informative: the fit explains none of the variation in Q (R² {fit.r2:.3g} over "
+            f"{fit.n_points} points); its parameters describe noise."
+        )
     q_inf = fit.params["q_inf"]
     interval = (
         ""

@@ -89,3 +89,28 @@ def test_the_training_loss_law_is_minimised_along_the_same_curve_where_trials_lo
     assert any(line.startswith("  the training-loss law L(N,D) at the same budget") for line in advice_lines(advice))
     without = advise(synthetic_study(5), budget, n_bootstrap=0)
     assert without.loss is None and without.loss_note == "the trials logged no training loss"
+
+
+@pytest.mark.parametrize(
+    "seed, reason",
+    [(2, r"Q\(N,D\) explains none of the variation in Q \(R² -46\.1 over 50 trials\)"),
+     (6, r"Q\(N,D\) could not be fitted to this study: joint fit did not converge")],
+)  # fmt: skip
+def test_a_study_where_q_does_not_follow_n_and_d_is_refused(seed, reason):
+    table = synthetic_study(seed)
+    table["q"] = 0.5 + np.random.default_rng(seed).normal(0.0, 0.01, len(table))  # noise around one value
+    with pytest.raises(AdviceRefused, match=reason):
+        advise(table, table["flops"].max(), n_bootstrap=0)
+
+
+def test_a_held_out_interval_wider_than_q_is_not_counted_as_inside():
+    from sweeps.report.advice import HoldoutCheck, Interval, holdout_lines
+
+    check = HoldoutCheck(
+        held_out=("wide", "narrow"), observed=(0.52, 0.52),
+        predicted=(Interval(value=1.0, low=-0.17, high=2.17), Interval(value=0.53, low=0.50, high=0.56)),
+    )  # fmt: skip
+    assert (check.inside, check.n_informative) == (1, 1)
+    lines = holdout_lines(check)
+    assert "1 of 2 inside their 95% prediction interval (1 of those intervals informative)" in lines[0]
+    assert lines[1] == "  wide: observed 0.5200, predicted 1.0000 (95% interval wider than Q's range: not informative)"

@@ -154,3 +154,16 @@ def test_the_report_states_the_slice_of_q_of_n_and_q_of_d(table_and_fits):
     assert study.slices["Q(N)"].startswith("at the grid's largest hours (100 h)")
     markdown = study_markdown("s", table, study, [])
     assert "- Q(D) fitted at the grid's largest n_params" in markdown
+
+
+def test_a_law_that_explains_none_of_the_variation_is_called_not_informative():
+    from sweeps.report.markdown import _law_sentence
+
+    table = _synthetic_table()
+    fit = fit_study_laws(table, n_bootstrap=0).fits["Q(N,D)"]
+    import dataclasses
+
+    noise = dataclasses.replace(fit, r2=-430.7)
+    sentence = _law_sentence("Q(N,D)", noise, table)
+    assert sentence.startswith("- Q(N,D): not informative: the fit explains none of the variation in Q (R² -431 over")
+    assert "saturated" not in sentence
