@@ -9,47 +9,14 @@ import sys
 
 from tests.conftest import REPO_ROOT
 
-# Starts the local Ray the way every stage does, runs a task (so a worker process listens too) and
-# lists the listening sockets of the driver and of every process whose command line names the
-# session directory (GCS, raylet, agents, workers).
-SCRIPT = """
-import json, os, psutil, ray
-from pipeline.ray_session import connect_ray
-assert connect_ray(num_cpus=1)
-ray.get(ray.remote(lambda: os.getpid()).remote())
-session = ray._private.worker._global_node.get_session_dir_path()
-listening = []
-for process in psutil.process_iter(["pid", "cmdline", "name"]):
-    if process.pid != os.getpid() and session not in " ".join(process.info["cmdline"] or []):
-        continue
-    try:
-        sockets = process.net_connections(kind="inet")
-    except psutil.Error:
-        continue
-    listening += [[process.info["name"], s.laddr.ip, s.laddr.port] for s in sockets if s.status == psutil.CONN_LISTEN]
-ray.shutdown()
-print(json.dumps(listening))
-"""
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
-def test_local_ray_listens_on_loopback_only():
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("RAY_ADDRESS", None)
-    completed = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env, cwd=REPO_ROOT
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    listening = json.loads(completed.stdout.strip().splitlines()[-1])
-    names = {name for name, _, _ in listening}
-    assert {"gcs_server", "raylet"} <= names, listening  # the check saw Ray's servers
-    exposed = [entry for entry in listening if entry[1] not in LOOPBACK]
-    assert not exposed, exposed
-
-
-# Two Ray Train workers joined into a torch.distributed group by the pipeline's backend config
-# (pipeline.pretrain.loopback_backend, what every pretraining run uses). Once the group is up and
-# has all-reduced, rank 0 lists the listening sockets of every process of the session.
+# The local Ray that connect_ray starts, the way every stage does, with two Ray Train workers joined
+# into a torch.distributed group by the pipeline's backend config (pipeline.pretrain.loopback_backend,
+# what every pretraining run uses). Once the group is up and has all-reduced, rank 0 lists the
+# listening sockets of every process of the session (GCS, raylet, agents, workers); the driver adds
+# its own after the run.
 TRAIN_SCRIPT = """
 import json, os, sys, psutil, ray, torch, torch.distributed as dist
 from ray.train import RunConfig, ScalingConfig
@@ -88,8 +55,12 @@ trainer = TorchTrainer(loop, train_loop_config={"session": session, "out": out},
                        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
                        run_config=RunConfig(storage_path=os.environ["STORAGE"], name="sockets"))
 trainer.fit()
+seen = json.load(open(out))
+# The driver's own servers (its core worker), while the session still runs.
+driver = psutil.Process().net_connections(kind="inet")
+seen["listening"] += [["driver", s.laddr.ip, s.laddr.port] for s in driver if s.status == psutil.CONN_LISTEN]
 ray.shutdown()
-print(open(out).read())
+print(json.dumps(seen))
 """
 
 
@@ -111,5 +82,6 @@ def test_a_two_worker_training_group_listens_on_loopback_only(tmp_path):
     names = {name for name, _, _ in seen["listening"]}
     assert {"gcs_server", "raylet"} <= names, seen["listening"]  # the check saw the session's processes
     assert seen["workers"] == 2  # and both training workers, where Ray's own store listened on `::`
+    assert "driver" in names  # and the driver's
     exposed = [entry for entry in seen["listening"] if entry[1] not in LOOPBACK]
     assert not exposed, exposed

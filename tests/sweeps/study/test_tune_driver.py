@@ -20,12 +20,17 @@ def _study(tmp_path, **changes):
     return run_study(StudyConfig(**{**settings, **changes}))
 
 
+# Each study on Ray Tune costs about 40 s of start-up on 2 cores, so one study is checked for several
+# things: what a crash leaves and what resume reruns, the progress lines of a study and of a quiet one.
 @pytest.mark.ray
-def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local, tmp_path):
+def test_crash_is_recorded_and_printed_then_a_quiet_resume_runs_only_the_unfinished_trial(ray_local, tmp_path, capfd):
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "crash-mask0.70").touch()
     (tmp_path / "ray" / "hold-seconds").write_text("0")  # record intervals, no wait
     first = _study(tmp_path)
+    _assert_one_line_per_trial_event(
+        [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
+    )
     # ray_local has 2 CPUs: by default one trial at a time (a trial holds 1 CPU and its read tasks
     # need the other), and each evaluates on both cores.
     assert _overlapping_pairs(_intervals(tmp_path / "ray")) == 0
@@ -38,7 +43,8 @@ def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local,
         _study(tmp_path)
 
     (tmp_path / "ray" / "crash-mask0.70").unlink()
-    second = _study(tmp_path, resume=True)
+    second = _study(tmp_path, resume=True, quiet=True)
+    assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
     assert second.trials_run == ["mask0.70"] and len(second.trials_skipped) == 4
     executions = (tmp_path / "ray" / "executions.txt").read_text().split()
     assert sorted(executions) == sorted(["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"])
@@ -48,21 +54,6 @@ def test_crash_is_recorded_then_resume_runs_only_the_unfinished_trial(ray_local,
     assert all(child["tags"][STATUS_TAG] == "ok" for child in children)
     assert second.fits.fits["Q(R)"].params["alpha"] == pytest.approx(0.8, abs=0.01)
     assert "| Q(R) |" in second.report_markdown
-
-
-@pytest.mark.ray
-def test_a_study_lists_its_children_to_resume_and_to_close_and_records_its_pool_once(ray_local, tmp_path, monkeypatch):
-    listed, real = [], tracking.list_child_runs
-    monkeypatch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
-    outcome = _study(tmp_path, study_name="counted")
-    # Once before the trials (the ledger of what an earlier attempt finished), once for the whole analysis.
-    assert listed == [outcome.parent_run_id] * 2
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    pool = read_rankme_pool(uri, outcome.parent_run_id)
-    assert pool is not None and pool.fingerprint == "synthetic0000000"  # five trials reported it; one artifact
-    assert tracking.list_artifacts(uri, outcome.parent_run_id).count("rankme_pool.json") == 1
-    # The task set Q is over, recorded with the study (the CPU profile declares none).
-    assert tracking.read_run(uri, outcome.parent_run_id)["tags"][TASK_SET_TAG] == "the profile declares no task set"
 
 
 def _intervals(storage) -> list[tuple[str, float, float, int]]:
@@ -75,7 +66,11 @@ def _overlapping_pairs(intervals) -> int:
 
 
 @pytest.mark.ray
-def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_the_cores(ray_local, tmp_path):
+def test_concurrent_trials_share_the_cores_and_the_study_lists_its_children_twice_and_records_its_pool_once(
+    ray_local, tmp_path, monkeypatch
+):
+    listed, real = [], tracking.list_child_runs
+    monkeypatch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
     # Two at once on ray_local's 2 CPUs: trials overlap in time, and each gets 1 core to evaluate on.
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "hold-seconds").write_text("2")
@@ -86,14 +81,19 @@ def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_
     assert _overlapping_pairs(intervals) > 0
     assert {workers for *_, workers in intervals} == {1}
 
+    # Children listed once before the trials (the ledger of what an earlier attempt finished), once for
+    # the whole analysis.
+    assert listed == [outcome.parent_run_id] * 2
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    pool = read_rankme_pool(uri, outcome.parent_run_id)
+    assert pool is not None and pool.fingerprint == "synthetic0000000"  # five trials reported it; one artifact
+    assert tracking.list_artifacts(uri, outcome.parent_run_id).count("rankme_pool.json") == 1
+    # The task set Q is over, recorded with the study (the CPU profile declares none).
+    assert tracking.read_run(uri, outcome.parent_run_id)["tags"][TASK_SET_TAG] == "the profile declares no task set"
 
-@pytest.mark.ray
-def test_a_study_prints_one_line_per_trial_event_and_quiet_prints_none(ray_local, tmp_path, capfd):
-    (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "hold-seconds").write_text("0")
-    (tmp_path / "ray" / "crash-mask0.70").touch()
-    _study(tmp_path)
-    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
+
+def _assert_one_line_per_trial_event(lines: list[str]) -> None:
+    """Five trials, mask0.70 crashing: a started line each, a finished line with R, Q and an ETA for the others."""
     assert sum("started: mask" in line for line in lines) == 5
     assert any("trial 1/5 started: mask0.50" in line for line in lines)
     finished = [line for line in lines if " finished in " in line]
@@ -101,7 +101,3 @@ def test_a_study_prints_one_line_per_trial_event_and_quiet_prints_none(ray_local
     assert "about " in finished[-1] and "left" in finished[-1]  # an ETA once a trial has finished
     assert sum("trial mask0.70 FAILED" in line for line in lines) == 1
     assert any("fitting the laws" in line for line in lines)
-
-    (tmp_path / "ray" / "crash-mask0.70").unlink()
-    _study(tmp_path, study_name="quiet", quiet=True)
-    assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
