@@ -21,18 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
 from sweeps.report.intervals import q_intervals
+from sweeps.report.rank_trend import no_monotone_trend
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 MIN_RELATIVE_X_SPAN = 0.05
-TREND_P_VALUE = 0.05  # the rank-correlation check: a trend needs p below this
-MIN_POINTS_FOR_RANKS = 4  # below this no rank correlation reaches p < 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +96,7 @@ def check_q_trend(
             f"{label} spans only {100 * relative_span:.2g}% ({x.min():.4g}-{x.max():.4g}), under the "
             f"{100 * MIN_RELATIVE_X_SPAN:.0f}% needed to see a trend along it"
         )
-    monotone = _no_monotone_trend(x, q, label)
+    monotone = no_monotone_trend(x, q, label)
     if monotone:
         reasons.append(monotone)
     if fit is not None and not np.isfinite(fit.r2):
@@ -106,21 +104,6 @@ def check_q_trend(
     elif fit is not None and fit.r2 <= 0:
         reasons.append(f"the fit's R² is {fit.r2:.2f}: it explains Q no better than the mean Q does")
     return TrendCheck(law=law, detectable=not reasons, reasons=reasons, caveats=caveats)
-
-
-def _no_monotone_trend(x: np.ndarray, q: np.ndarray, label: str) -> str:
-    """Why Q does not detectably rise or fall with x, or "" when it does: Spearman's rank correlation
-    with p >= 0.05. Checkpoints of one trial are not independent, so this p is if anything too
-    small: the check fires less often than it should, never more."""
-    if len(q) < MIN_POINTS_FOR_RANKS or np.ptp(x) == 0 or np.ptp(q) == 0:
-        return ""
-    rho, p_value = spearmanr(x, q)
-    if p_value < TREND_P_VALUE:
-        return ""
-    return (
-        f"Q does not rise or fall with {label}: Spearman's rank correlation {rho:+.2f} "
-        f"(p {p_value:.2f} over {len(q)} points)"
-    )
 
 
 def check_q_of_r(table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None) -> TrendCheck | None:

@@ -5,7 +5,12 @@ a ceiling Q_inf < 1, others rise towards Q_inf = 1. Each `score/<task>` column i
 RankMe with the reference estimator (paper App. E), and the task is classed
 
 - "saturating" when Q_inf < 1 and the upper end of its 95% bootstrap interval is below 1;
-- "still rising" when that interval reaches 1 (the data cannot exclude a law without ceiling).
+- "still rising" when that interval reaches 1 (the data cannot exclude a law without ceiling);
+- "no detectable trend" before either, when the task's score neither rises nor falls with RankMe
+  (Spearman's p >= 0.05) or the law explains it no better than its mean (R² <= 0): the checks the
+  report makes for the headline Q(R) (sweeps.report.q_trend). The paper's tasks all follow their
+  laws; on a small study a task's scores can be a flat cloud, and a law fitted to it converges to a
+  flat line whose Q_inf, R_C and alpha describe nothing, so they are not printed or logged.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from sweeps.laws.fits import fit_saturating
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import TASK_SCORE_PREFIX
+from sweeps.report.rank_trend import no_monotone_trend
 
 SATURATING = "saturating"
 STILL_RISING = "still rising"
+NO_TREND = "no detectable trend"
 # The reference fit reaches Q_inf = 1 as 1 - e^-30 (its log-error floor); anything this close is 1.
 Q_INF_ONE_TOLERANCE = 1e-6
 # What a Q_inf interval whose every resample sits at the bound reads as: "(1-1)" would look like a
@@ -38,12 +45,23 @@ def q_inf_pinned_at_one(fit, key: str) -> bool:
 class TaskLaw:
     task: str
     fit: LawFit
-    classification: str  # SATURATING or STILL_RISING
-    basis: str  # what the class rests on: the interval, or the point estimate when there is none
+    classification: str  # SATURATING, STILL_RISING or NO_TREND
+    basis: str  # what the class rests on: the interval, the point estimate without one, or why no trend
+
+    @property
+    def informative(self) -> bool:
+        """Whether the fitted parameters describe a trend (and so are printed and logged)."""
+        return self.classification != NO_TREND
 
 
-def classify(fit: LawFit) -> tuple[str, str]:
-    """(class, basis): by the upper end of Q_inf's interval, or by Q_inf alone without one."""
+def classify(fit: LawFit, rankme: np.ndarray | None = None, scores: np.ndarray | None = None) -> tuple[str, str]:
+    """(class, basis): no trend first (given the points), else by the upper end of Q_inf's interval,
+    or by Q_inf alone without one."""
+    no_trend = [no_monotone_trend(rankme, scores, "RankMe")] if rankme is not None else []
+    if not fit.r2 > 0:  # NaN included: a constant score
+        no_trend.append(f"R² {fit.r2:.3f}: the law explains the score no better than its mean")
+    if any(no_trend):
+        return NO_TREND, "; ".join(reason for reason in no_trend if reason)
     if "q_inf" in fit.ci:
         high = fit.ci["q_inf"][1]
         reaches_one = high >= 1.0 - Q_INF_ONE_TOLERANCE
@@ -84,7 +102,7 @@ def fit_task_laws(
         except (ValueError, FitNotConvergedError) as error:
             skipped[task] = str(error)
             continue
-        classification, basis = classify(fit)
+        classification, basis = classify(fit, rows["rankme"].to_numpy(float), rows[column].to_numpy(float))
         laws[task] = TaskLaw(task=task, fit=fit, classification=classification, basis=basis)
     return laws, skipped
 
@@ -108,7 +126,10 @@ def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> lis
         "",
         (
             "Eq. 3 fitted to each task's score against RankMe (reference estimator). A task is *saturating* "
-            "when the 95% interval of Q_inf ends below 1, *still rising* when it reaches 1."
+            "when the 95% interval of Q_inf ends below 1, *still rising* when it reaches 1, and shows *no "
+            "detectable trend* when its score neither rises nor falls with RankMe (Spearman's p >= 0.05) or "
+            "the law explains it no better than its mean (R² <= 0): that law's parameters describe nothing "
+            "and are not printed."
         ),
         "",
         "| task | Q_inf [95% CI] | R_C | alpha | R² | class |",
@@ -116,6 +137,9 @@ def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> lis
     ]
     for task, law in laws.items():
         fit = law.fit
+        if not law.informative:
+            lines.append(f"| {task} | - | - | - | {fit.r2:.3f} | {law.classification} ({law.basis}) |")
+            continue
         lines.append(
             f"| {task} | {fit.params['q_inf']:.3f}{_interval(fit, 'q_inf')} | {fit.params['x_c']:.4g} | "
             f"{fit.params['alpha']:.3f} | {fit.r2:.3f} | {law.classification} ({law.basis}) |"
@@ -125,14 +149,17 @@ def task_laws_markdown(laws: dict[str, TaskLaw], skipped: dict[str, str]) -> lis
 
 
 def task_law_metrics(laws: dict[str, TaskLaw]) -> tuple[dict[str, float], dict[str, str]]:
-    """Metrics `task_law/<task>/<param>` (with `_ci_low`/`_ci_high`, `r2`) and tags `task_law/<task>/class`."""
+    """Metrics `task_law/<task>/<param>` (with `_ci_low`/`_ci_high`, `r2`) and tags `task_law/<task>/class`;
+    a task with no detectable trend logs only its R² and class."""
     metrics: dict[str, float] = {}
     tags: dict[str, str] = {}
     for task, law in laws.items():
         prefix = f"task_law/{task}"
+        tags[f"{prefix}/class"] = law.classification
+        metrics[f"{prefix}/r2"] = law.fit.r2
+        if not law.informative:
+            continue
         metrics.update({f"{prefix}/{key}": value for key, value in law.fit.params.items()})
         metrics.update({f"{prefix}/{key}_ci_low": low for key, (low, _) in law.fit.ci.items()})
         metrics.update({f"{prefix}/{key}_ci_high": high for key, (_, high) in law.fit.ci.items()})
-        metrics[f"{prefix}/r2"] = law.fit.r2
-        tags[f"{prefix}/class"] = law.classification
     return {key: value for key, value in metrics.items() if np.isfinite(value)}, tags

@@ -1,4 +1,5 @@
-"""Per-task Q(R) laws (paper Sec. IV-H): a task with a ceiling is saturating, one without still rising."""
+"""Per-task Q(R) laws (paper Sec. IV-H): a task with a ceiling is saturating, one without still rising,
+one whose scores do not follow RankMe has no detectable trend (and no parameters shown)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sweeps.laws.forms import SaturatingLaw
 from sweeps.report.figures import plot_rankme_views
 from sweeps.report.fits import CONVERGED_VIEW, fit_study_laws
 from sweeps.report.task_laws import (
+    NO_TREND,
     SATURATING,
     STILL_RISING,
     fit_task_laws,
@@ -84,3 +86,23 @@ def test_an_interval_pinned_at_the_bound_is_not_printed_as_a_precise_ceiling(law
     ceiling_row = next(line for line in lines if line.startswith("| ceiling |"))
     low, high = task_laws["ceiling"].fit.ci["q_inf"]
     assert f"[{low:.3f}, {high:.3f}]" in ceiling_row
+
+
+def test_a_task_whose_scores_do_not_follow_rankme_has_no_trend_and_no_parameters_shown():
+    # As the default study's tasks: checkpoint scores scattered around 0.78 whatever RankMe is (the fit
+    # there: R² 0.002, "saturating" at Q_inf 0.782 [0.775, 0.790] with alpha 11.8).
+    table = _table()
+    rng = np.random.default_rng(5)
+    table["score/flat"] = 0.78 + rng.normal(0.0, 0.01, len(table))
+    task_laws, skipped = fit_task_laws(table, min_distinct=4, n_bootstrap=30)
+    assert skipped == {}
+    flat = task_laws["flat"]
+    assert flat.classification == NO_TREND and not flat.informative
+    assert "Spearman" in flat.basis
+    assert {law.classification for name, law in task_laws.items() if name != "flat"} == {SATURATING, STILL_RISING}
+    row = next(line for line in task_laws_markdown(task_laws, skipped) if line.startswith("| flat |"))
+    assert row.startswith(f"| flat | - | - | - | {flat.fit.r2:.3f} | no detectable trend (")
+    metrics, tags = task_law_metrics(task_laws)
+    assert tags["task_law/flat/class"] == NO_TREND
+    assert [key for key in metrics if key.startswith("task_law/flat/")] == ["task_law/flat/r2"]
+    assert "task_law/ceiling/alpha" in metrics
