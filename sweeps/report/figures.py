@@ -197,6 +197,29 @@ def plot_joint_isolines(table: pd.DataFrame, fit: LawFit) -> Figure:
     return figure
 
 
+def _draw_early_correlations(r_ax: plt.Axes, correlations: pd.DataFrame, n_trials: int) -> None:
+    """Pearson r by fraction with its 95% (Fisher z) band, Table III's values beside it, and a note
+    when every interval covers r = 0: a few trials cannot show early prediction either way."""
+    fractions, r = correlations["fraction"].to_numpy(float), correlations["pearson_r"].to_numpy(float)
+    low, high = correlations["r_ci_low"].to_numpy(float), correlations["r_ci_high"].to_numpy(float)
+    r_ax.plot(fractions, r, marker="o", label="this study")
+    with_interval = np.isfinite(low) & np.isfinite(high)
+    if with_interval.any():
+        r_ax.fill_between(fractions[with_interval], low[with_interval], high[with_interval], alpha=0.2,
+                          label="95% interval (Fisher z)")  # fmt: skip
+        if ((low[with_interval] <= 0.0) & (high[with_interval] >= 0.0)).all():
+            r_ax.text(0.03, 0.04, f"every 95% interval covers r = 0 ({n_trials} trials)", transform=r_ax.transAxes,
+                      fontsize="x-small")  # fmt: skip
+    paper_fractions = [step / PAPER_TABLE_III_FINAL_STEP for step in PAPER_TABLE_III]
+    r_ax.plot(paper_fractions, list(PAPER_TABLE_III.values()), marker="s", linestyle="none",
+              color="tab:red", label="paper Table III (step / 700k)")  # fmt: skip
+    r_ax.set(
+        xlabel="fraction of the training horizon", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05),
+        title="early prediction",
+    )  # fmt: skip
+    r_ax.legend(fontsize="x-small")
+
+
 def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) -> Figure:
     """Left: RankMe at each fraction of training against final Q; right: Pearson r by fraction."""
     trials, _ = usable_trials(table)
@@ -214,15 +237,7 @@ def plot_early_prediction(table: pd.DataFrame, info: StudyInfo | None = None) ->
     )
     if len(correlations):  # fewer than 3 trials at every fraction: nothing plotted, no legend
         scatter_ax.legend(fontsize="x-small")
-    r_ax.plot(correlations["fraction"], correlations["pearson_r"], marker="o", label="this study")
-    paper_fractions = [step / PAPER_TABLE_III_FINAL_STEP for step in PAPER_TABLE_III]
-    r_ax.plot(paper_fractions, list(PAPER_TABLE_III.values()), marker="s", linestyle="none",
-              color="tab:red", label="paper Table III (step / 700k)")  # fmt: skip
-    r_ax.set(
-        xlabel="fraction of the training horizon", ylabel="Pearson r with final Q", ylim=(-1.05, 1.05),
-        title="early prediction",
-    )  # fmt: skip
-    r_ax.legend(fontsize="x-small")
+    _draw_early_correlations(r_ax, correlations, len(trials))
     figure.suptitle((info or StudyInfo()).title("Early prediction", len(trials)), fontsize="medium")
     figure.tight_layout()
     return figure

@@ -124,6 +124,33 @@ def test_one_rankme_name_in_report_and_figures():
     assert figures["early_rankme_vs_final_q.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600) at that step"
 
 
+def _texts(ax) -> list[str]:
+    return [text.get_text() for text in ax.texts]
+
+
+def test_early_prediction_draws_each_r_with_its_interval_and_says_when_every_one_covers_zero():
+    table = _mask_ratio_checkpoints()
+    rng = np.random.default_rng(2)
+    # Early RankMe unrelated to the final Q: with 5 trials every Fisher interval spans r = 0.
+    table["rankme_by_step"] = [{10: float(rng.uniform(10, 20)), 50: float(rng.uniform(10, 20)), 100: r}
+                               for r in table["rankme"]]  # fmt: skip
+    study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
+    r_ax = study_figures(table, study, INFO)["early_rankme_vs_final_q.png"].axes[1]
+    assert [c.get_label() for c in r_ax.collections if isinstance(c, PolyCollection)] == ["95% interval (Fisher z)"]
+    assert any(text.startswith("every 95% interval covers r = 0 (") for text in _texts(r_ax))
+    # Early RankMe ordered as the final Q, on 40 trials: the intervals exclude 0 and no note is drawn.
+    many = pd.concat([table] * 8, ignore_index=True)
+    many["trial"] = [f"t{i}" for i in range(len(many))]
+    many["q"] = np.linspace(0.4, 0.6, len(many))
+    many["rankme_by_step"] = [{10: 10 + 5 * q + 0.01 * i, 50: 12 + 5 * q, 100: 14 + 5 * q}
+                              for i, q in enumerate(many["q"])]  # fmt: skip
+    r_ax = study_figures(many, fit_study_laws(many, n_bootstrap=0, grid="mask_ratio"), INFO)[
+        "early_rankme_vs_final_q.png"
+    ].axes[1]
+    assert [c.get_label() for c in r_ax.collections if isinstance(c, PolyCollection)] == ["95% interval (Fisher z)"]
+    assert not any("covers r = 0" in text for text in _texts(r_ax))
+
+
 def _band_x_range(ax) -> tuple[float, float]:
     bands = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_label().endswith("band")]
     vertices = np.concatenate([path.vertices for band in bands for path in band.get_paths()])
