@@ -44,10 +44,15 @@ def test_either_signal_inside_the_block_marks_the_run_killed_and_restores_the_si
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = tracking.start_or_resume_run(tracking_uri=uri, experiment_name="e", run_name="r")
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt, match=f"run {run.run_id} marked KILLED"):
-        with killed_on_interrupt(run):
-            signal.raise_signal(signum)
-            time.sleep(5)  # the handler interrupts this at once
+    # Python's own Ctrl-C handler, as in a fresh CLI process (an earlier test in this process may have replaced it).
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt, match=f"run {run.run_id} marked KILLED"):
+            with killed_on_interrupt(run):
+                signal.raise_signal(signum)
+                time.sleep(5)  # the handler interrupts this at once
+    finally:
+        signal.signal(signal.SIGINT, previous_sigint)
     assert tracking.read_run(uri, run.run_id)["status"] == "KILLED"
     assert signal.getsignal(signal.SIGTERM) is before
 

@@ -1,4 +1,5 @@
-"""A study stopped by Ctrl-C is marked KILLED; one left RUNNING by a dead process is taken over."""
+"""A study stopped by Ctrl-C is marked KILLED (one left RUNNING by a dead process is taken over:
+tests/sweeps/study/test_tune_driver.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STUDY_EXPERIMENT
-from sweeps.study.driver import StudyConfig, run_study
 from tests.conftest import REPO_ROOT
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
@@ -47,20 +47,3 @@ def test_ctrl_c_marks_the_study_run_killed(tmp_path):
     assert "interrupted (run" in stderr and "marked KILLED" in stderr
     uri = _settings(tmp_path)["tracking_uri"]
     assert tracking.read_run(uri, tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks"))["status"] == "KILLED"
-
-
-@pytest.mark.slow
-@pytest.mark.ray
-def test_study_left_running_by_a_dead_process_is_taken_over(ray_local, tmp_path, capsys):
-    uri = _settings(tmp_path)["tracking_uri"]
-    code = (
-        f"from pipeline.tracking import runs as tracking; tracking.start_or_resume_run(tracking_uri={uri!r}, "
-        f"experiment_name={STUDY_EXPERIMENT!r}, run_name='masks')"
-    )
-    subprocess.run([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, check=True)  # exits, run left RUNNING
-    (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "hold-seconds").write_text("0")
-    outcome = run_study(StudyConfig(**_settings(tmp_path)))  # no --resume: taken over, not refused
-    assert "taking it over" in capsys.readouterr().err
-    assert not outcome.trials_failed and len(outcome.trials_run) == 5
-    assert tracking.read_run(uri, outcome.parent_run_id)["status"] == "FINISHED"

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
 from pipeline.tracking import runs as tracking
-from sweeps.record.keys import STATUS_TAG, TASK_SET_TAG
+from sweeps.record.keys import STATUS_TAG, STUDY_EXPERIMENT, TASK_SET_TAG
 from sweeps.record.rankme_pool import read_rankme_pool
-from sweeps.study.driver import StudyConfig, run_study
+from sweeps.study.driver import StudyConfig, StudyOutcome, run_study
+from tests.conftest import REPO_ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
 SYNTHETIC_RUNNER = "tests.support.synthetic_trials:run_synthetic_trial"
 
@@ -65,31 +76,67 @@ def _overlapping_pairs(intervals) -> int:
     return sum(1 for i, a in enumerate(intervals) for b in intervals[i + 1 :] if a[1] < b[2] and b[1] < a[2])
 
 
-@pytest.mark.ray
-def test_concurrent_trials_share_the_cores_and_the_study_lists_its_children_twice_and_records_its_pool_once(
-    ray_local, tmp_path, monkeypatch
-):
-    listed, real = [], tracking.list_child_runs
-    monkeypatch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
-    # Two at once on ray_local's 2 CPUs: trials overlap in time, and each gets 1 core to evaluate on.
+@dataclass(frozen=True)
+class ConcurrentStudy:
+    outcome: StudyOutcome
+    storage: Path
+    uri: str
+    dead_owners_run_id: str  # the study run a killed process left RUNNING before this study started
+    listed: list[str]  # run ids whose children were listed, in order
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def concurrent_study(ray_local, tmp_path_factory) -> ConcurrentStudy:
+    """One study shared by the tests below (each Tune study costs ~45 s on 2 cores): its run left
+    RUNNING by a process that is gone, then 5 trials of 2 s, two at a time, child listings counted."""
+    tmp_path = tmp_path_factory.mktemp("concurrent_study")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = (
+        f"from pipeline.tracking import runs as tracking; tracking.start_or_resume_run(tracking_uri={uri!r}, "
+        f"experiment_name={STUDY_EXPERIMENT!r}, run_name='masks')"
+    )
+    subprocess.run([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, check=True)  # exits, run left RUNNING
+    dead_owners_run_id = tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks")
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "hold-seconds").write_text("2")
-    outcome = _study(tmp_path, max_concurrent=2)
-    assert outcome.trials_failed == []
-    intervals = _intervals(tmp_path / "ray")
+    listed, real = [], tracking.list_child_runs
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as stderr:
+        patch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
+        outcome = _study(tmp_path, max_concurrent=2)  # no --resume: the dead process's run is taken over
+    return ConcurrentStudy(outcome=outcome, storage=tmp_path / "ray", uri=uri, dead_owners_run_id=dead_owners_run_id,
+                           listed=listed, stderr=stderr.getvalue())  # fmt: skip
+
+
+@pytest.mark.ray
+def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_the_cores(concurrent_study):
+    # Two at once on ray_local's 2 CPUs: trials overlap in time, and each gets 1 core to evaluate on.
+    assert concurrent_study.outcome.trials_failed == []
+    intervals = _intervals(concurrent_study.storage)
     assert len(intervals) == 5
     assert _overlapping_pairs(intervals) > 0
     assert {workers for *_, workers in intervals} == {1}
 
-    # Children listed once before the trials (the ledger of what an earlier attempt finished), once for
-    # the whole analysis.
-    assert listed == [outcome.parent_run_id] * 2
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+@pytest.mark.ray
+def test_a_study_lists_its_children_to_resume_and_to_close_and_records_its_pool_once(concurrent_study):
+    outcome, uri = concurrent_study.outcome, concurrent_study.uri
+    # Once before the trials (the ledger of what an earlier attempt finished), once for the whole analysis.
+    assert concurrent_study.listed == [outcome.parent_run_id] * 2
     pool = read_rankme_pool(uri, outcome.parent_run_id)
     assert pool is not None and pool.fingerprint == "synthetic0000000"  # five trials reported it; one artifact
     assert tracking.list_artifacts(uri, outcome.parent_run_id).count("rankme_pool.json") == 1
     # The task set Q is over, recorded with the study (the CPU profile declares none).
     assert tracking.read_run(uri, outcome.parent_run_id)["tags"][TASK_SET_TAG] == "the profile declares no task set"
+
+
+@pytest.mark.ray
+def test_a_study_left_running_by_a_dead_process_is_taken_over(concurrent_study):
+    outcome = concurrent_study.outcome
+    assert "taking it over" in concurrent_study.stderr
+    assert outcome.parent_run_id == concurrent_study.dead_owners_run_id  # the same run, not a second one
+    assert not outcome.trials_failed and len(outcome.trials_run) == 5
+    assert tracking.read_run(concurrent_study.uri, outcome.parent_run_id)["status"] == "FINISHED"
 
 
 def _assert_one_line_per_trial_event(lines: list[str]) -> None:
