@@ -13,8 +13,8 @@ TREND_P_VALUE = 0.05  # a trend needs a rank correlation with p below this
 MIN_POINTS_FOR_RANKS = 4  # below this no rank correlation reaches p < 0.05
 
 
-def no_monotone_trend(x: np.ndarray, q: np.ndarray, label: str) -> str:
-    """Why Q does not detectably rise or fall with x, or "" when it does (or when too few points,
+def no_monotone_trend(x: np.ndarray, q: np.ndarray, label: str, *, what: str = "Q") -> str:
+    """Why `what` (Q, or one task's score) does not detectably rise or fall with x, or "" when it does (or when too few points,
     or a constant x or Q, leave the test undefined: other checks cover those). Checkpoints of one
     trial are not independent, so this p is if anything too small: the check fires less often than
     it should, never more."""
@@ -25,6 +25,6 @@ def no_monotone_trend(x: np.ndarray, q: np.ndarray, label: str) -> str:
     if p_value < TREND_P_VALUE:
         return ""
     return (
-        f"Q does not rise or fall with {label}: Spearman's rank correlation {rho:+.2f} "
+        f"{what} does not rise or fall with {label}: Spearman's rank correlation {rho:+.2f} "
         f"(p {p_value:.2f} over {len(q)} points)"
     )

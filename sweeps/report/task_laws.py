@@ -57,7 +57,7 @@ class TaskLaw:
 def classify(fit: LawFit, rankme: np.ndarray | None = None, scores: np.ndarray | None = None) -> tuple[str, str]:
     """(class, basis): no trend first (given the points), else by the upper end of Q_inf's interval,
     or by Q_inf alone without one."""
-    no_trend = [no_monotone_trend(rankme, scores, "RankMe")] if rankme is not None else []
+    no_trend = [no_monotone_trend(rankme, scores, "RankMe", what="the score")] if rankme is not None else []
     if not fit.r2 > 0:  # NaN included: a constant score
         no_trend.append(f"R² {fit.r2:.3f}: the law explains the score no better than its mean")
     if any(no_trend):
