@@ -9,8 +9,8 @@ from pipeline.cli_errors import run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.advise import main
 from sweeps.laws.forms import ChinchillaLaw
-from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.trial import TrialRecord
+from tests.support.study_runs import start_study_run, start_trial_run
 from tests.support.synthetic_allocation import synthetic_study
 
 LOSS_LAW = {"E": 0.4, "A": 30.0, "alpha": 0.3, "B": 0.5, "beta": 0.35}
@@ -22,14 +22,9 @@ def size_data_study(tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('advise') / 'mlflow.db'}"
     table = synthetic_study(3, seeds=1)
     table = table[table["n_params"].isin(sorted(table["n_params"].unique())[1:]) & (table["hours"] > 1.0)]
-    parent = tracking.start_or_resume_run(tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name="sizes")
+    parent = start_study_run(uri, "sizes")
     for row in table.itertuples():
-        child = tracking.start_or_resume_run(
-            tracking_uri=uri,
-            experiment_name=STUDY_EXPERIMENT,
-            run_name=f"sizes/{row.trial}",
-            parent_run_id=parent.run_id,
-        )
+        child = start_trial_run(uri, parent, "sizes", row.trial)
         TrialRecord(
             trial=row.trial, model_name="mae-debug", arch="mae", n_params=int(row.n_params), hours=row.hours,
             flops=row.flops, mask_ratio=0.75, rankme=10.0, rankme_by_step={100: 10.0}, q=row.q,

@@ -11,41 +11,30 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.laws.forms import SaturatingLaw
-from sweeps.record.keys import ON_FRONTIER_METRIC, Q_C_FRONTIER_TAG, STUDY_EXPERIMENT
+from sweeps.record.keys import ON_FRONTIER_METRIC, Q_C_FRONTIER_TAG
 from sweeps.record.study import read_study
 from sweeps.record.trial import TrialRecord, mark_trial_failed
 from sweeps.study.law_metrics import metric_key
 from sweeps.study.tracking import refit_study
+from tests.support.study_runs import start_study_run, start_trial_run
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _write_mask_ratio_study(tracking_uri: str, study_name: str) -> str:
-    parent = tracking.start_or_resume_run(
-        tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=study_name
-    )
+    parent = start_study_run(tracking_uri, study_name)
     rng = np.random.default_rng(0)
     for ratio in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
         rankme = 40.0 + 400.0 * ratio**2
         q = float(SaturatingLaw().predict({"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}, rankme)) + rng.normal(0.0, 0.003)
-        child = tracking.start_or_resume_run(
-            tracking_uri=tracking_uri,
-            experiment_name=STUDY_EXPERIMENT,
-            run_name=f"{study_name}/mask{ratio:.2f}",
-            parent_run_id=parent.run_id,
-        )
+        child = start_trial_run(tracking_uri, parent, study_name, f"mask{ratio:.2f}")
         TrialRecord(
             trial=f"mask{ratio:.2f}", model_name="mae-debug", arch="mae", n_params=144672, hours=3.0, flops=1e12,
             mask_ratio=ratio, rankme=rankme, rankme_by_step={50: rankme * 0.7, 100: rankme}, q=q, task_scores={"esc50": q - 0.1},
             q_ci_low=q - 0.01, q_ci_high=q + 0.01, rankme_n=600, rankme_pool="pool1", rankme_capped=ratio > 0.9,
         ).write(child)  # fmt: skip
         child.finish()
-    crashed = tracking.start_or_resume_run(
-        tracking_uri=tracking_uri,
-        experiment_name=STUDY_EXPERIMENT,
-        run_name=f"{study_name}/mask0.30",
-        parent_run_id=parent.run_id,
-    )
+    crashed = start_trial_run(tracking_uri, parent, study_name, "mask0.30")
     mark_trial_failed(crashed, "RuntimeError: loss is NaN")
     return parent.run_id
 
