@@ -28,6 +28,8 @@ import safetensors.torch
 import torch
 from torch import nn
 
+from pipeline.tracking.setup import code_version
+
 WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
 CODEBOOK_DIR = "codebook"  # a HuBERT checkpoint's copy of the k-means codebook it was trained with
@@ -62,8 +64,6 @@ def save_model_checkpoint(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write `model.safetensors` and `model.json` into `directory` (created if missing)."""
-    from pipeline.tracking.runs import code_version
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     bare = unwrap_model(model)

@@ -36,7 +36,7 @@ from pipeline.prep.output import (
 )
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.ray_session import connect_ray
-from pipeline.shards.format import read_manifest
+from pipeline.shards.format import PARQUET_WRITE_OPTIONS, read_manifest
 from pipeline.shards.integrity import describe_part_files
 from pipeline.shards.location import locate_shards
 from pipeline.writable import check_writable_dir
@@ -47,10 +47,6 @@ MAX_FILES_PER_BATCH = 64
 # A task's Parquet part is assembled in memory before it is written, so a batch is also capped by
 # the bytes of its input files (256 MB of 16-bit 16 kHz WAV is ~2.2 h of audio, ~130 MB of mel).
 MAX_BATCH_INPUT_BYTES = 256 * 1024**2
-# Dictionary pages and min/max statistics only pay off for the string columns; on the nested
-# float16 mel they tripled the cost of writing (and of reading back) for no gain in size.
-TEXT_COLUMNS = ["clip_id", "source", "label", "split"]
-PARQUET_ENCODING = {"use_dictionary": TEXT_COLUMNS, "write_statistics": TEXT_COLUMNS}
 
 
 def _show_progress_unless(no_progress: bool) -> bool:
@@ -145,9 +141,7 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
     # task until the first had finished (bench_prep: the second core idled ~1 s per run).
     context.op_resource_reservation_enabled = False
     try:
-        rows.write_parquet(
-            str(config.output_dir), filename_provider=PartNames(), compression="zstd", **PARQUET_ENCODING
-        )
+        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), **PARQUET_WRITE_OPTIONS)
     finally:
         context.enable_progress_bars, context.op_resource_reservation_enabled = shows_bars, reserves
 

@@ -8,7 +8,8 @@ only comparable to others with the same N and K: `rankme_with_shape` and `RankMe
 Speed: the singular values of Z are the square roots of the eigenvalues of the smaller Gram
 matrix (Z^T Z, K x K, when N > K). Accumulating it in float64 and running a symmetric eigensolver
 is 5-10x cheaper than an SVD of Z for N >> K, and float64 keeps the value equal to the direct SVD's
-to about 1e-9 relative.
+to about 1e-9 relative. A tensor on a GPU stays there: the same float64 Gram and eigensolver run on
+its device (`singular_values_on_device`), and only the K singular values come back.
 """
 
 from __future__ import annotations
@@ -71,8 +72,29 @@ def _gram_float64(matrix: np.ndarray) -> np.ndarray:
     return gram
 
 
+def singular_values_on_device(embeddings: torch.Tensor) -> np.ndarray:
+    """`singular_values` computed on the tensor's own device (float64 there), returned as numpy."""
+    if embeddings.ndim != 2 or 0 in embeddings.shape:
+        _as_float_matrix(embeddings.detach().cpu())  # raises the error that names the shape
+    matrix = embeddings.detach()
+    if not bool(torch.isfinite(matrix).all()):
+        raise ValueError("rankme got NaN or infinite embeddings; check the model's outputs")
+    n_rows, n_cols = matrix.shape
+    if max(n_rows, n_cols) < GRAM_MIN_ASPECT_RATIO * min(n_rows, n_cols):
+        return torch.linalg.svdvals(matrix.double()).cpu().numpy()
+    tall = matrix if n_rows >= n_cols else matrix.T
+    gram = torch.zeros(tall.shape[1], tall.shape[1], dtype=torch.float64, device=tall.device)
+    for start in range(0, tall.shape[0], GRAM_CHUNK_ROWS):
+        chunk = tall[start : start + GRAM_CHUNK_ROWS].double()
+        gram += chunk.T @ chunk
+    eigenvalues = torch.linalg.eigvalsh(gram).clamp_min(0.0)  # round-off can leave tiny negatives
+    return eigenvalues.sqrt().flip(0).cpu().numpy()
+
+
 def singular_values(embeddings: np.ndarray | torch.Tensor) -> np.ndarray:
     """The min(N, K) singular values of Z (float64, descending), via the Gram matrix when N >> K."""
+    if isinstance(embeddings, torch.Tensor) and embeddings.device.type != "cpu":
+        return singular_values_on_device(embeddings)
     matrix = _as_float_matrix(embeddings)
     n_rows, n_cols = matrix.shape
     if max(n_rows, n_cols) < GRAM_MIN_ASPECT_RATIO * min(n_rows, n_cols):
@@ -100,6 +122,9 @@ def rankme(embeddings: np.ndarray | torch.Tensor, eps: float = DEFAULT_EPS) -> f
 
 def rankme_with_shape(embeddings: np.ndarray | torch.Tensor, eps: float = DEFAULT_EPS) -> RankMeValue:
     """RankMe plus the N and K it was computed on: record all three together."""
+    if isinstance(embeddings, torch.Tensor) and embeddings.device.type != "cpu":
+        n_samples, n_features = embeddings.shape
+        return RankMeValue(value=rankme(embeddings, eps=eps), n_samples=n_samples, n_features=n_features)
     matrix = _as_float_matrix(embeddings)
     return RankMeValue(value=rankme(matrix, eps=eps), n_samples=matrix.shape[0], n_features=matrix.shape[1])
 

@@ -22,8 +22,8 @@ Reading without Ray: `read_shard_table(dir)`, or by hand
 `mel_from_row(row)`. Pass the part files, not the folder: `pd.read_parquet(dir)` also tries to
 parse manifest.json as Parquet and fails.
 
-The training reader `crop_dataset` is implemented in `pipeline.shards.crops` (it is the only part that
-needs Ray) and re-exported here.
+The training reader reads these files with plain pyarrow too: `pipeline.shards.crop_stream` (each
+worker's crops) and `pipeline.shards.crops` (cropping, normalising, the fixed crop samples).
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ REJECTED_NAME = "rejected.jsonl"
 # prep leaves the folder alone (a re-run reuses or remakes the shards, stale codebooks never match).
 TARGETS_DIR_NAME = "targets"
 SHARD_FORMAT_VERSION = 2  # bump when the row layout changes; part of every fingerprint (2: mel as bytes)
+# How a part file is written (prep, and anything else that writes shards). Dictionary pages and min/max
+# statistics only pay off for the string columns; on the mel bytes they tripled the cost of writing
+# (and of reading back) for no gain in size.
+TEXT_COLUMNS = ["clip_id", "source", "label", "split"]
+PARQUET_WRITE_OPTIONS = {"compression": "zstd", "use_dictionary": TEXT_COLUMNS, "write_statistics": TEXT_COLUMNS}
 
 
 def segment_schema(n_mels: int) -> pa.Schema:

@@ -13,6 +13,9 @@ Protocol, for one (train, valid, test) fold:
 - every k of `k_grid` (capped at the training split's size) is scored on the validation split with
   the task's primary metric; the best k (the smallest on a tie) is reported on the test split.
 
+The search (standardising, the similarity products, top-k, the votes) runs on `device`: the GPU
+takes a large split's (queries x training clips) products in one pass; scores come back to the CPU.
+
 Deterministic: the probe has no random state, so every seed gives the same score and the spread
 over seeds is 0 by construction (`probe_task` scores each fold once). The chosen k's test score
 carries a bootstrap over test clips instead (pipeline.evaluate.probes.bootstrap).
@@ -108,26 +111,31 @@ def run_knn_probe(
     metric: str,
     config: KnnProbeConfig = KnnProbeConfig(),
     class_labels: list[str] | None = None,
+    device: torch.device | str = "cpu",
 ) -> ChosenProbeResult:
     """Score every k on `valid` with `train` as the neighbours, report the best k's test score."""
     k_grid = tuple(sorted({min(k, len(train.features)) for k in config.k_grid}))
     mean = std = None
     if config.standardise:
-        train_double = train.features.double()
+        train_double = train.features.to(device).double()
         std, mean = torch.std_mean(train_double, dim=0, unbiased=False)
         std = std.clamp_min(1e-6)
-    neighbours = _normalised(train.features, mean, std)
-    labels = _label_matrix(train.targets, n_classes).double()
+    neighbours = _normalised(train.features.to(device), mean, std)
+    labels = _label_matrix(train.targets.to(device), n_classes).double()
 
     def class_scores(split: SplitArrays) -> torch.Tensor:  # (k_grid, n, classes)
-        return knn_scores(
-            neighbours,
-            labels,
-            _normalised(split.features, mean, std),
-            k_grid,
-            vote=config.vote,
-            temperature=config.temperature,
-        ).float()
+        return (
+            knn_scores(
+                neighbours,
+                labels,
+                _normalised(split.features.to(device), mean, std),
+                k_grid,
+                vote=config.vote,
+                temperature=config.temperature,
+            )
+            .float()
+            .cpu()
+        )
 
     def scores(split: SplitArrays, outputs: torch.Tensor) -> np.ndarray:
         # Multilabel metrics apply a sigmoid first: monotone, so rankings (AP, AUC) are unchanged.

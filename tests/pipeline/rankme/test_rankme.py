@@ -12,6 +12,7 @@ from pipeline.rankme.effective_rank import (
     rankme_with_shape,
     sample_fixed_n,
     singular_values,
+    singular_values_on_device,
 )
 
 
@@ -43,6 +44,24 @@ def test_rank_one_matrix_gives_about_one():
 def test_torch_and_numpy_inputs_agree():
     matrix = torch.randn(1000, 32, generator=torch.Generator().manual_seed(4))
     assert rankme(matrix) == pytest.approx(rankme(matrix.numpy()), rel=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3000, 64), (40, 500), (90, 64)])  # tall (Gram), wide (Gram of Z^T), square (SVD)
+def test_device_route_matches_the_numpy_route(shape):
+    """The route a GPU tensor takes, run here on a CPU tensor: the same float64 values as numpy's."""
+    generator = torch.Generator().manual_seed(5)
+    matrix = torch.randn(*shape, generator=generator) * torch.logspace(1, -2, shape[1])
+    on_device = singular_values_on_device(matrix)
+    assert on_device.shape == (min(shape),)
+    np.testing.assert_allclose(on_device, singular_values(matrix.numpy()), rtol=1e-9, atol=1e-9 * on_device[0])
+    assert rankme_from_singular_values(on_device) == pytest.approx(_direct_svd_rankme(matrix.numpy()), rel=1e-9)
+
+
+def test_device_route_refuses_bad_inputs_with_the_same_errors():
+    with pytest.raises(ValueError, match="2-D"):
+        singular_values_on_device(torch.ones(2, 3, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        singular_values_on_device(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]))
 
 
 @pytest.mark.parametrize(("n_samples", "expected"), [(256, 244.0), (1024, 673.0), (8192, 759.0), (25_600, 765.0)])

@@ -1,0 +1,195 @@
+"""GPU acceptance in one command: is training correct and fast on this device, does the reader keep up,
+do RankMe and the probes run there? Imports neither Ray nor MLflow (the GPU machines have neither):
+it runs the product's own pieces directly (models, the worker's step and optimizer, the crop reader,
+RankMe, the probes) on audio it synthesises and shards it writes with prep's per-file code.
+
+  python benchmarks/gpu_acceptance.py --out /tmp/acceptance                  # the GPU run (<= 8 min on an H100)
+  python benchmarks/gpu_acceptance.py --out /tmp/acceptance --device cpu --tiny   # the same paths, < 1 min
+
+Sections, in order (`--sections` picks some): audio (synthesis, shards, HuBERT's codebook),
+correctness (benchmarks/acceptance/correctness.py), speed (speed.py), reader (reader.py), rankme and
+probes (rankme_probes.py). Progress goes to stderr as each part finishes; `results.json` in --out is
+rewritten after every section (a run cut short keeps what it measured); the table is printed last.
+Exit status 1 when a check fails its tolerance or a goal (40% MFU, a reader that keeps the device
+>= 90% busy) is missed; the table says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+
+from benchmarks.acceptance import audio_shards, correctness, measure, rankme_probes, reader, speed  # noqa: E402
+from benchmarks.acceptance.plan import FULL, TINY, Plan  # noqa: E402
+from benchmarks.acceptance.table import render  # noqa: E402
+from pipeline.targets import ensure_codebook  # noqa: E402
+
+SECTIONS = ("audio", "correctness", "speed", "reader", "rankme", "probes")
+MFU_GOAL = 0.40  # the issue's goal for mae-en768-12 and audiomae++-base, of the 989 TFLOP/s datasheet peak
+BUSY_GOAL = 0.90  # one reader thread should leave the device idle at most a tenth of the time
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.began = time.perf_counter()
+
+    def __call__(self, line: str) -> None:
+        print(f"[{time.perf_counter() - self.began:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+
+def environment(device: torch.device, plan: Plan) -> dict:
+    peak = measure.datasheet_peak_tflops(device)
+    matmul = measure.matmul_tflops(device, size=plan.matmul_size)
+    summary = (f"{measure.device_name(device)}, torch {torch.__version__}, {os.cpu_count()} CPUs; "
+               f"matmul measured {matmul:.1f} TFLOP/s" + (f", datasheet bf16 peak {peak:.0f}" if peak else ""))  # fmt: skip
+    return {"device": measure.device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cpus": os.cpu_count(), "plan": plan.name, "datasheet_tflops": peak, "matmul_tflops": matmul,
+            "summary": summary}  # fmt: skip
+
+
+def run_audio(plan: Plan, out: Path, say: Progress) -> dict:
+    files = audio_shards.write_audio(out / "audio", clips_per_kind=plan.clips_per_kind, seconds=plan.clip_s)
+    say(f"audio: {len(files)} clips of {plan.clip_s:.0f} s synthesised")
+    threads = os.cpu_count() or 1
+    shards = {}
+    for preset in plan.shard_presets:
+        shards[preset] = str(audio_shards.write_shards(files, out / f"shards-{preset}", preset_name=preset,
+                                                       segment_s=plan.segment_s, threads=threads))  # fmt: skip
+        say(f"audio: {preset} shards written by prep's per-file code")
+    codebook = ensure_codebook(Path(shards["waveform"]), clusters=plan.codebook_clusters, crop_frames=100,
+                               sample_fraction=1.0, cache_dir=out / "codebooks", log=lambda line: None)  # fmt: skip
+    say(f"audio: HuBERT codebook of {plan.codebook_clusters} clusters fitted")
+    return {"files": [[str(path), kind] for path, kind in files], "shards": shards, "codebook": str(codebook)}
+
+
+def overrides_for(model_name: str, audio: dict) -> dict:
+    return {"codebook": audio["codebook"]} if model_name.startswith("hubert") else {}
+
+
+def run_correctness(plan: Plan, device: torch.device, audio: dict, say: Progress) -> list[dict]:
+    rows = []
+    for index, name in enumerate(plan.correctness_models, 1):
+        began = time.perf_counter()
+        backend = plan.compile_backend if name in plan.compiled_correctness_models else None
+        rows.append(correctness.check_model(name, device, batch_size=plan.check_batch, steps=plan.check_steps,
+                                            compile_backend=backend, overrides=overrides_for(name, audio)))  # fmt: skip
+        torch._dynamo.reset()  # a fresh compile cache per model: no recompile limit reached across models
+        verdict = "; ".join(rows[-1]["problems"]) or "ok"
+        say(
+            f"correctness {index}/{len(plan.correctness_models)}: {name} {verdict} ({time.perf_counter() - began:.1f} s)"
+        )
+    return rows
+
+
+def run_speed(plan: Plan, device: torch.device, audio: dict, peaks: dict, say: Progress) -> list[dict]:
+    rows = []
+    for index, (name, batch, compiled) in enumerate(plan.speed_runs, 1):
+        backend = plan.compile_backend if compiled else None
+        rows.append(speed.measure_model(name, device, global_batch=batch, compile_backend=backend,
+                                        warmup=plan.warmup_steps, timed=plan.timed_steps, peaks=peaks,
+                                        overrides=overrides_for(name, audio)))  # fmt: skip
+        torch._dynamo.reset()
+        say(f"speed {index}/{len(plan.speed_runs)}: {name}{' compiled' if compiled else ''} "
+            f"{rows[-1]['samples_per_s']:.0f} samples/s")  # fmt: skip
+    return rows
+
+
+def run_reader(plan: Plan, device: torch.device, audio: dict, speed_rows: list[dict], say: Progress) -> list[dict]:
+    rows = []
+    for name, preset, batch in plan.reader_runs:
+        fitted = [row["micro_batch"] for row in speed_rows if row["model"] == name and row["global_batch"] == batch]
+        micro = min(fitted) if fitted else batch
+        rows.append(reader.measure_reader(name, audio["shards"][preset], device, global_batch=batch, micro_batch=micro,
+                                          reader_counts=plan.reader_counts, warmup=plan.warmup_steps,
+                                          timed=plan.timed_steps))  # fmt: skip
+        say(f"reader: {name} measured with {', '.join(map(str, plan.reader_counts))} reader thread(s)")
+    return rows
+
+
+def run_probes(plan: Plan, device: torch.device, audio: dict) -> dict:
+    import soundfile  # the synthesised clips, read back as prep's input was
+
+    waves = [soundfile.read(path, dtype="float32")[0] for path, _ in audio["files"]]
+    kinds = [audio_shards.SOUND_KINDS.index(kind) for _, kind in audio["files"]]
+    return rankme_probes.embed_and_probe(plan.probe_model, waves, kinds, device)
+
+
+def problems(results: dict) -> list[str]:
+    """Every failed tolerance and missed goal, in words."""
+    found = [f"{row['model']}: {problem}" for row in results.get("correctness", []) for problem in row["problems"]]
+    for row in results.get("speed", []):
+        mfu = row.get("mfu_vs_datasheet")
+        if row["model"] in ("mae-en768-12", "audiomae++-base") and mfu is not None and mfu < MFU_GOAL:
+            found.append(f"{row['model']}{' compiled' if row['compiled'] else ''}: MFU {mfu:.1%}, goal {MFU_GOAL:.0%}")
+    for row in results.get("reader", []):
+        busy = row.get("readers_1", {}).get("busy_fraction")
+        if busy is not None and busy < BUSY_GOAL:
+            found.append(f"{row['model']}: one reader thread keeps the device {busy:.0%} busy, goal {BUSY_GOAL:.0%}")
+    if "rankme" in results and not results["rankme"]["agrees"]:
+        found.append(f"RankMe on the device differs from the CPU's by {results['rankme']['relative_gap']:.1e}")
+    for module in ("ray", "mlflow"):
+        if module in sys.modules:
+            found.append(f"{module} was imported: the GPU machines do not have it")
+    return found
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for results.json, the audio and the shards")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--tiny", action="store_true", help="debug sizes and a few steps: the paths, not the figures")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sections = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        raise SystemExit(f"--sections: unknown {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    device, plan = measure.pick_device(args.device), TINY if args.tiny else FULL
+    args.out.mkdir(parents=True, exist_ok=True)
+    say = Progress()
+    results = {"environment": environment(device, plan)}
+    say(f"on {results['environment']['summary']}")
+    peaks = {"datasheet": results["environment"]["datasheet_tflops"],
+             "measured_matmul": results["environment"]["matmul_tflops"]}  # fmt: skip
+    needs_audio = any(name != "rankme" for name in sections)
+    audio = run_audio(plan, args.out, say) if needs_audio else {}
+
+    def save() -> None:
+        (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+    steps = {
+        "correctness": lambda: run_correctness(plan, device, audio, say),
+        "speed": lambda: run_speed(plan, device, audio, peaks, say),
+        "reader": lambda: run_reader(plan, device, audio, results.get("speed", []), say),
+        "rankme": lambda: rankme_probes.compare_rankme(device, n=plan.rankme_n, dim=plan.rankme_dim),
+        "probes": lambda: run_probes(plan, device, audio),
+    }
+    for name in SECTIONS[1:]:
+        if name in sections:
+            results[name] = steps[name]()
+            say(f"{name}: done")
+            save()
+    results["problems"] = problems(results)
+    results["total_s"] = time.perf_counter() - say.began
+    save()
+    print(render(results))
+    return 1 if results["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
