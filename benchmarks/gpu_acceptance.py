@@ -17,10 +17,13 @@ Exit status 1 when a check fails its tolerance or a goal (40% MFU, a reader that
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -75,43 +78,59 @@ def overrides_for(model_name: str, audio: dict) -> dict:
     return {"codebook": audio["codebook"]} if model_name.startswith("hubert") else {}
 
 
+def contained(section: str, label: str, measure_one: Callable[[], dict], say: Progress, *, keys: dict) -> dict:
+    """`measure_one()`'s row, or a row naming its error: one failing model must not cost a lease the rest."""
+    began = time.perf_counter()
+    try:
+        row = measure_one()
+    except Exception as error:  # noqa: BLE001 - reported in the row, the table and the exit status
+        traceback.print_exc()
+        row = {**keys, "error": f"{type(error).__name__}: {error}"[:400]}
+    finally:
+        torch._dynamo.reset()  # a fresh compile cache per model: no recompile limit reached across models
+    row["seconds"] = time.perf_counter() - began
+    outcome = row.get("error") or "; ".join(row.get("problems", [])) or "ok"
+    if "samples_per_s" in row:
+        outcome = f"{row['samples_per_s']:.0f} samples/s"
+    say(f"{section}: {label} {outcome} ({row['seconds']:.1f} s)")
+    return row
+
+
 def run_correctness(plan: Plan, device: torch.device, audio: dict, say: Progress) -> list[dict]:
     rows = []
     for index, name in enumerate(plan.correctness_models, 1):
-        began = time.perf_counter()
         backend = plan.compile_backend if name in plan.compiled_correctness_models else None
-        rows.append(correctness.check_model(name, device, batch_size=plan.check_batch, steps=plan.check_steps,
-                                            compile_backend=backend, overrides=overrides_for(name, audio)))  # fmt: skip
-        torch._dynamo.reset()  # a fresh compile cache per model: no recompile limit reached across models
-        verdict = "; ".join(rows[-1]["problems"]) or "ok"
-        say(
-            f"correctness {index}/{len(plan.correctness_models)}: {name} {verdict} ({time.perf_counter() - began:.1f} s)"
-        )
+        measure_one = functools.partial(correctness.check_model, name, device, batch_size=plan.check_batch,
+                                        steps=plan.check_steps, compile_backend=backend,
+                                        overrides=overrides_for(name, audio))  # fmt: skip
+        label = f"{index}/{len(plan.correctness_models)} {name}"
+        rows.append(contained("correctness", label, measure_one, say, keys={"model": name}))
     return rows
 
 
 def run_speed(plan: Plan, device: torch.device, audio: dict, peaks: dict, say: Progress) -> list[dict]:
     rows = []
     for index, (name, batch, compiled) in enumerate(plan.speed_runs, 1):
-        backend = plan.compile_backend if compiled else None
-        rows.append(speed.measure_model(name, device, global_batch=batch, compile_backend=backend,
+        measure_one = functools.partial(speed.measure_model, name, device, global_batch=batch,
+                                        compile_backend=plan.compile_backend if compiled else None,
                                         warmup=plan.warmup_steps, timed=plan.timed_steps, peaks=peaks,
-                                        overrides=overrides_for(name, audio)))  # fmt: skip
-        torch._dynamo.reset()
-        say(f"speed {index}/{len(plan.speed_runs)}: {name}{' compiled' if compiled else ''} "
-            f"{rows[-1]['samples_per_s']:.0f} samples/s")  # fmt: skip
+                                        overrides=overrides_for(name, audio))  # fmt: skip
+        label = f"{index}/{len(plan.speed_runs)} {name}{' compiled' if compiled else ''} at batch {batch}"
+        rows.append(contained("speed", label, measure_one, say, keys={"model": name, "compiled": compiled}))
     return rows
 
 
 def run_reader(plan: Plan, device: torch.device, audio: dict, speed_rows: list[dict], say: Progress) -> list[dict]:
     rows = []
     for name, preset, batch in plan.reader_runs:
-        fitted = [row["micro_batch"] for row in speed_rows if row["model"] == name and row["global_batch"] == batch]
-        micro = min(fitted) if fitted else batch
-        rows.append(reader.measure_reader(name, audio["shards"][preset], device, global_batch=batch, micro_batch=micro,
-                                          reader_counts=plan.reader_counts, warmup=plan.warmup_steps,
-                                          timed=plan.timed_steps))  # fmt: skip
-        say(f"reader: {name} measured with {', '.join(map(str, plan.reader_counts))} reader thread(s)")
+        fitted = [row["micro_batch"] for row in speed_rows if row.get("micro_batch") and row["model"] == name
+                  and row["global_batch"] == batch]  # fmt: skip
+        measure_one = functools.partial(reader.measure_reader, name, audio["shards"][preset], device,
+                                        global_batch=batch, micro_batch=min(fitted) if fitted else batch,
+                                        reader_counts=plan.reader_counts, warmup=plan.warmup_steps,
+                                        timed=plan.timed_steps)  # fmt: skip
+        label = f"{name} with {', '.join(map(str, plan.reader_counts))} reader thread(s)"
+        rows.append(contained("reader", label, measure_one, say, keys={"model": name}))
     return rows
 
 
@@ -125,16 +144,25 @@ def run_probes(plan: Plan, device: torch.device, audio: dict) -> dict:
 
 def problems(results: dict) -> list[str]:
     """Every failed tolerance and missed goal, in words."""
-    found = [f"{row['model']}: {problem}" for row in results.get("correctness", []) for problem in row["problems"]]
+    found = [
+        f"{row['model']}: {problem}" for row in results.get("correctness", []) for problem in row.get("problems", [])
+    ]
+    for section in ("correctness", "speed", "reader"):
+        found += [
+            f"{section} {row['model']}: failed ({row['error']})" for row in results.get(section, []) if "error" in row
+        ]
+    for section in ("rankme", "probes"):
+        if "error" in results.get(section, {}):
+            found.append(f"{section}: failed ({results[section]['error']})")
     for row in results.get("speed", []):
         mfu = row.get("mfu_vs_datasheet")
         if row["model"] in ("mae-en768-12", "audiomae++-base") and mfu is not None and mfu < MFU_GOAL:
             found.append(f"{row['model']}{' compiled' if row['compiled'] else ''}: MFU {mfu:.1%}, goal {MFU_GOAL:.0%}")
     for row in results.get("reader", []):
         busy = row.get("readers_1", {}).get("busy_fraction")
-        if busy is not None and busy < BUSY_GOAL:
+        if busy is not None and busy < BUSY_GOAL:  # a reader row without readers_1 failed (listed above)
             found.append(f"{row['model']}: one reader thread keeps the device {busy:.0%} busy, goal {BUSY_GOAL:.0%}")
-    if "rankme" in results and not results["rankme"]["agrees"]:
+    if "rankme" in results and not results["rankme"].get("agrees", True):
         found.append(f"RankMe on the device differs from the CPU's by {results['rankme']['relative_gap']:.1e}")
     for module in ("ray", "mlflow"):
         if module in sys.modules:
@@ -176,13 +204,24 @@ def main(argv: list[str] | None = None) -> int:
         "correctness": lambda: run_correctness(plan, device, audio, say),
         "speed": lambda: run_speed(plan, device, audio, peaks, say),
         "reader": lambda: run_reader(plan, device, audio, results.get("speed", []), say),
-        "rankme": lambda: rankme_probes.compare_rankme(device, n=plan.rankme_n, dim=plan.rankme_dim),
-        "probes": lambda: run_probes(plan, device, audio),
+        "rankme": lambda: contained(
+            "rankme",
+            f"{plan.rankme_n} x {plan.rankme_dim}",
+            functools.partial(rankme_probes.compare_rankme, device, n=plan.rankme_n, dim=plan.rankme_dim),
+            say,
+            keys={},
+        ),
+        "probes": lambda: contained(
+            "probes",
+            plan.probe_model,
+            functools.partial(run_probes, plan, device, audio),
+            say,
+            keys={"model": plan.probe_model},
+        ),
     }
     for name in SECTIONS[1:]:
         if name in sections:
             results[name] = steps[name]()
-            say(f"{name}: done")
             save()
     results["problems"] = problems(results)
     results["total_s"] = time.perf_counter() - say.began

@@ -3,6 +3,7 @@ it imports (no Ray, no MLflow: the GPU machines have neither), and its measuring
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from benchmarks.acceptance import audio_shards, correctness, measure, training
+from benchmarks import gpu_acceptance
+from benchmarks.acceptance import audio_shards, correctness, measure, speed, training
+from benchmarks.acceptance.table import render
 from pipeline.shards.crop_stream import StreamPlan
 from tests.test_import_graph import import_graph, imported_names, module_files
 
@@ -46,7 +49,7 @@ def test_cpu_mode_passes_and_prints_the_table_last(cpu_mode):
     assert table[-1].strip() == "verdict  0 problem(s)"
     assert results["problems"] == []
     # Progress on stderr, one line per finished part.
-    assert "correctness 6/6: wav2vec2-debug" in done.stderr and "reader: done" in done.stderr
+    assert "correctness: 6/6 wav2vec2-debug ok" in done.stderr and "probes: audiomae++-debug ok" in done.stderr
 
 
 def test_cpu_mode_checks_every_family_on_the_training_step(cpu_mode):
@@ -136,3 +139,16 @@ def test_shards_written_by_prep_code_are_read_by_the_training_reader(tmp_path):
     assert math.isclose(manifest["total_hours"], 6 * 7.0 / 3600, rel_tol=1e-3)
     plan = StreamPlan(str(shards), crop_frames=100, seed=0, rank=0, world_size=1)  # verifies the checksums
     assert plan.rows_per_epoch == 6 * 3  # every segment is at least one 1 s crop long
+
+
+def test_a_failing_measurement_is_reported_and_does_not_stop_the_run(capsys):
+    """A lease is short: a model that fails is a row naming its error, the rest is still measured."""
+    broken = functools.partial(speed.measure_model, "mae-nonexistent", torch.device("cpu"), global_batch=2,
+                               compile_backend=None, warmup=1, timed=1, peaks={})  # fmt: skip
+    row = gpu_acceptance.contained("speed", "1/1 mae-nonexistent", broken, gpu_acceptance.Progress(),
+                                   keys={"model": "mae-nonexistent", "compiled": False})  # fmt: skip
+    assert row["error"].startswith("KeyError: ") and "unknown model 'mae-nonexistent'" in row["error"]
+    assert "speed: 1/1 mae-nonexistent KeyError" in capsys.readouterr().err
+    results = {"environment": {"summary": "CPU"}, "speed": [row]}
+    assert gpu_acceptance.problems(results) == [f"speed mae-nonexistent: failed ({row['error']})"]
+    assert f"mae-nonexistent               FAILED: {row['error']}" in render(results)

@@ -53,20 +53,24 @@ def probes_line(row: dict) -> str:
             f"chance {row['chance']:.2f}")  # fmt: skip
 
 
+def _line(row: dict, describe) -> str:
+    return f"FAILED: {row['error']}" if "error" in row else describe(row)
+
+
 def render(results: dict) -> str:
     """The table of everything in `results` (sections that did not run are left out)."""
     lines = [f"GPU acceptance: {results['environment']['summary']}"]
     for row in results.get("correctness", []):
-        lines.append(f"  correct  {row['model']:<20} {correctness_line(row)}")
+        lines.append(f"  correct  {row['model']:<20} {_line(row, correctness_line)}")
     for row in results.get("speed", []):
         label = f"{row['model']}{' compiled' if row['compiled'] else ''}"
-        lines.append(f"  speed    {label:<29} {speed_line(row)}")
+        lines.append(f"  speed    {label:<29} {_line(row, speed_line)}")
     for row in results.get("reader", []):
-        lines.append(f"  reader   {row['model']:<20} {reader_line(row)}")
+        lines.append(f"  reader   {row['model']:<20} {_line(row, reader_line)}")
     if "rankme" in results:
-        lines.append(f"  rankme   {'':<20} {rankme_line(results['rankme'])}")
+        lines.append(f"  rankme   {'':<20} {_line(results['rankme'], rankme_line)}")
     if "probes" in results:
-        lines.append(f"  probes   {results['probes']['model']:<20} {probes_line(results['probes'])}")
+        lines.append(f"  probes   {results['probes']['model']:<20} {_line(results['probes'], probes_line)}")
     problems = results.get("problems", [])
     lines.append(f"  verdict  {len(problems)} problem(s)" + "".join(f"\n    - {p}" for p in problems))
     return "\n".join(lines)
