@@ -6,8 +6,9 @@ RankMe, the probes) on audio it synthesises and shards it writes with prep's per
   python benchmarks/gpu_acceptance.py --out /tmp/acceptance                  # the GPU run (<= 8 min on an H100)
   python benchmarks/gpu_acceptance.py --out /tmp/acceptance --device cpu --tiny   # the same paths, < 1 min
 
-Sections, in order (`--sections` picks some): audio (synthesis, shards, HuBERT's codebook),
-correctness (benchmarks/acceptance/correctness.py), speed (speed.py), reader (reader.py), rankme and
+Sections, in order (`--sections` picks some): audio (synthesis, shards, HuBERT's codebook, in --work),
+correctness (benchmarks/acceptance/correctness.py), speed (speed.py), profile (a torch.profiler kernel
+table of the two paper-batch models, eager, `profile-MODEL.txt` in --out), reader (reader.py), rankme and
 probes (rankme_probes.py). Progress goes to stderr as each part finishes; `results.json` in --out is
 rewritten after every section (a run cut short keeps what it measured); the table is printed last.
 Exit status 1 when a check fails its tolerance or a goal (40% MFU, a reader that keeps the device
@@ -18,9 +19,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -29,6 +33,26 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+# Every third-party package the run imports (tests/test_gpu_acceptance.py checks the list against the
+# imports). The GPU machines this was written for have all but soundfile (and its cffi), and no network.
+NEEDED_PACKAGES = ("torch", "torchaudio", "numpy", "scipy", "sklearn", "pyarrow", "safetensors", "soundfile")
+OFFLINE_INSTALL = (
+    "on a machine with network: python -m pip download --no-deps --only-binary=:all: --python-version 3.12 "
+    "--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d wheels "
+    "soundfile cffi pycparser; copy wheels/ over, then: python -m pip install --no-index --no-deps --target "
+    "/tmp/site wheels/*.whl and run with PYTHONPATH=/tmp/site"
+)
+
+
+def check_packages() -> None:
+    """Stop before any work when a package is missing, naming it and how to bring it to an offline machine."""
+    missing = [name for name in NEEDED_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SystemExit(f"gpu_acceptance needs {', '.join(missing)}, missing here; {OFFLINE_INSTALL}")
+
+
+check_packages()
+
 import torch  # noqa: E402
 
 from benchmarks.acceptance import audio_shards, correctness, measure, rankme_probes, reader, speed  # noqa: E402
@@ -36,7 +60,7 @@ from benchmarks.acceptance.plan import FULL, TINY, Plan  # noqa: E402
 from benchmarks.acceptance.table import render  # noqa: E402
 from pipeline.targets import ensure_codebook  # noqa: E402
 
-SECTIONS = ("audio", "correctness", "speed", "reader", "rankme", "probes")
+SECTIONS = ("audio", "correctness", "speed", "profile", "reader", "rankme", "probes")
 MFU_GOAL = 0.40  # the issue's goal for mae-en768-12 and audiomae++-base, of the 989 TFLOP/s datasheet peak
 BUSY_GOAL = 0.90  # one reader thread should leave the device idle at most a tenth of the time
 
@@ -78,11 +102,11 @@ def overrides_for(model_name: str, audio: dict) -> dict:
     return {"codebook": audio["codebook"]} if model_name.startswith("hubert") else {}
 
 
-def contained(section: str, label: str, measure_one: Callable[[], dict], say: Progress, *, keys: dict) -> dict:
+def contained(section: str, label: str, measure_one: Callable[[], dict | None], say: Progress, *, keys: dict) -> dict:
     """`measure_one()`'s row, or a row naming its error: one failing model must not cost a lease the rest."""
     began = time.perf_counter()
     try:
-        row = measure_one()
+        row = dict(measure_one() or {})
     except Exception as error:  # noqa: BLE001 - reported in the row, the table and the exit status
         traceback.print_exc()
         row = {**keys, "error": f"{type(error).__name__}: {error}"[:400]}
@@ -118,6 +142,22 @@ def run_speed(plan: Plan, device: torch.device, audio: dict, peaks: dict, say: P
         label = f"{index}/{len(plan.speed_runs)} {name}{' compiled' if compiled else ''} at batch {batch}"
         rows.append(contained("speed", label, measure_one, say, keys={"model": name, "compiled": compiled}))
     return rows
+
+
+def run_profiles(plan: Plan, device: torch.device, speed_rows: list[dict], out: Path, say: Progress) -> list[str]:
+    """A kernel table per profiled model's eager speed run (its fitted micro-batch), beside results.json.
+    Eager only: it is the product's default (`--compile` is opt-in), and a second compile would cost a minute."""
+    written = []
+    for row in speed_rows:
+        if row["model"] not in plan.profiled_models or row["compiled"] or "error" in row:
+            continue
+        path = out / f"profile-{row['model']}.txt"
+        measure_one = functools.partial(speed.profile_steps, row["model"], device, micro_batch=row["micro_batch"],
+                                        global_batch=row["global_batch"], compile_backend=None, steps=2,
+                                        out_file=path)  # fmt: skip
+        if "error" not in contained("profile", path.name, measure_one, say, keys={}):
+            written.append(path.name)
+    return written
 
 
 def run_reader(plan: Plan, device: torch.device, audio: dict, speed_rows: list[dict], say: Progress) -> list[dict]:
@@ -170,9 +210,17 @@ def problems(results: dict) -> list[str]:
     return found
 
 
+def compile_speedups(speed_rows: list[dict]) -> dict[str, float]:
+    """Compiled samples/s over eager, per model measured both ways at the same batch."""
+    measured = {(row["model"], row["compiled"]): row["samples_per_s"] for row in speed_rows if "error" not in row}
+    return {model: rate / measured[(model, False)] for (model, compiled), rate in measured.items()
+            if compiled and (model, False) in measured}  # fmt: skip
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for results.json, the audio and the shards")
+    parser.add_argument("--out", type=Path, required=True, help="folder for results.json and the profiles")
+    parser.add_argument("--work", help="folder for the audio, shards and codebook (default: a temporary one, removed)")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     parser.add_argument("--tiny", action="store_true", help="debug sizes and a few steps: the paths, not the figures")
     parser.add_argument(
@@ -195,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     peaks = {"datasheet": results["environment"]["datasheet_tflops"],
              "measured_matmul": results["environment"]["matmul_tflops"]}  # fmt: skip
     needs_audio = any(name != "rankme" for name in sections)
-    audio = run_audio(plan, args.out, say) if needs_audio else {}
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="gpu-acceptance-"))
+    audio = run_audio(plan, work, say) if needs_audio else {}
 
     def save() -> None:
         (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
@@ -203,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = {
         "correctness": lambda: run_correctness(plan, device, audio, say),
         "speed": lambda: run_speed(plan, device, audio, peaks, say),
+        "profile": lambda: run_profiles(plan, device, results.get("speed", []), args.out, say),
         "reader": lambda: run_reader(plan, device, audio, results.get("speed", []), say),
         "rankme": lambda: contained(
             "rankme",
@@ -224,8 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = steps[name]()
             save()
     results["problems"] = problems(results)
+    results["compile_speedup"] = compile_speedups(results.get("speed", []))
     results["total_s"] = time.perf_counter() - say.began
     save()
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
     print(render(results))
     return 1 if results["problems"] else 0
 

@@ -38,11 +38,11 @@ def cpu_mode(tmp_path_factory):
     out = tmp_path_factory.mktemp("acceptance")
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--tiny"],
                           capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)  # fmt: skip
-    return done, json.loads((out / "results.json").read_text())
+    return done, json.loads((out / "results.json").read_text()), out
 
 
 def test_cpu_mode_passes_and_prints_the_table_last(cpu_mode):
-    done, results = cpu_mode
+    done, results, out = cpu_mode
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout.strip().splitlines()
     assert table[0].startswith("GPU acceptance: CPU, torch ")
@@ -50,10 +50,12 @@ def test_cpu_mode_passes_and_prints_the_table_last(cpu_mode):
     assert results["problems"] == []
     # Progress on stderr, one line per finished part.
     assert "correctness: 6/6 wav2vec2-debug ok" in done.stderr and "probes: audiomae++-debug ok" in done.stderr
+    # Only the results and the kernel table come back; the audio and shards went with their temporary folder.
+    assert sorted(path.name for path in out.iterdir()) == ["profile-audiomae++-debug.txt", "results.json"]
 
 
 def test_cpu_mode_checks_every_family_on_the_training_step(cpu_mode):
-    _, results = cpu_mode
+    _, results, _ = cpu_mode
     rows = {row["model"]: row for row in results["correctness"]}
     assert set(rows) == FAMILY_DEBUG_MODELS
     for name, row in rows.items():
@@ -69,11 +71,14 @@ def test_cpu_mode_checks_every_family_on_the_training_step(cpu_mode):
 
 
 def test_cpu_mode_measures_speed_reader_rankme_and_probes(cpu_mode):
-    _, results = cpu_mode
+    _, results, out = cpu_mode
     for row in results["speed"]:
         assert row["samples_per_s"] > 0 and row["mfu_vs_measured_matmul"] > 0
         # FLOPs counted as executed agree with the model's own 6N-per-token estimate (MAE: Kaplan's rule).
         assert row["counted_flops_per_sample"] / row["stated_6n_flops_per_sample"] == pytest.approx(1.0, abs=0.1)
+    assert results["compile_speedup"].keys() == {"mae-debug"}
+    table = (out / "profile-audiomae++-debug.txt").read_text()
+    assert table.startswith("audiomae++-debug, compiled: False, 2 steps of batch 4") and "aten::mm" in table
     (reader,) = results["reader"]
     for key in ("in_memory", "readers_1", "readers_2"):
         assert reader[key]["samples_per_s"] > 0 and 0.0 <= reader[key]["busy_fraction"] <= 1.0
@@ -86,8 +91,8 @@ def _files_of_the_script() -> list[Path]:
     return [SCRIPT, *sorted((REPO_ROOT / "benchmarks" / "acceptance").glob("*.py"))]
 
 
-def test_the_script_imports_neither_ray_nor_mlflow_from_the_source():
-    """Read from the source: every import of the script and of each project module it reaches."""
+def _imports_reached() -> tuple[set[str], set[str]]:
+    """(every dotted name imported, every project module reached) from the script, read from the source."""
     modules = module_files()
     graph = import_graph(modules)
     external: set[str] = set()
@@ -104,8 +109,23 @@ def test_the_script_imports_neither_ray_nor_mlflow_from_the_source():
         seen.add(module)
         external |= imported_names(module, modules[module])
         pending += sorted(graph[module])
-    assert "pipeline.rankme.effective_rank" in seen and "pipeline.pretrain.step" in seen  # the walk went deep
+    return external, seen
+
+
+def test_the_script_imports_neither_ray_nor_mlflow_from_the_source():
+    """Every import of the script and of each project module it reaches, lazy ones included."""
+    external, reached = _imports_reached()
+    assert "pipeline.rankme.effective_rank" in reached and "pipeline.pretrain.step" in reached  # the walk went deep
     assert not {name for name in external if name.split(".")[0] in ("ray", "mlflow")}
+
+
+def test_the_script_checks_for_every_package_it_imports():
+    """The up-front check (an offline GPU machine lacks soundfile) names every third-party package reached;
+    bitsandbytes is imported only when 8-bit AdamW is asked for, which the script never does."""
+    external, _ = _imports_reached()
+    ours = ("benchmarks", "pipeline", "models", "sweeps", "tests", "__future__")
+    third_party = {name.split(".")[0] for name in external} - set(sys.stdlib_module_names) - set(ours)
+    assert third_party - {"bitsandbytes"} == set(gpu_acceptance.NEEDED_PACKAGES)
 
 
 def test_sdpa_kernels_are_named_per_part_and_math_is_caught():

@@ -29,6 +29,7 @@ class Plan:
     check_batch: int
     check_steps: int
     speed_runs: tuple[tuple[str, int, bool], ...]  # (model, global batch, compiled)
+    profiled_models: tuple[str, ...]  # their speed runs are profiled too
     reader_runs: tuple[tuple[str, str, int], ...]  # (model, its shard preset, global batch)
     reader_counts: tuple[int, ...]
     warmup_steps: int
@@ -54,6 +55,7 @@ FULL = Plan(
         ("audiomae++-base", AUDIOMAE_PP_BATCH, False), ("audiomae++-base", AUDIOMAE_PP_BATCH, True),
         ("hubert-base", 32, False), ("wav2vec2-base", 32, False), ("axlstm-base", 64, False),
     ),
+    profiled_models=("mae-en768-12", "audiomae++-base"),
     reader_runs=(("audiomae++-base", "audiomae", AUDIOMAE_PP_BATCH), ("mae-en768-12", "dasheng", STUDY_MAE_BATCH)),
     reader_counts=(1, 2, 4), warmup_steps=3, timed_steps=10,
     rankme_n=30_000, rankme_dim=768,  # the study's pool (Deng et al.: 30,000 crops) of a 768-wide encoder
@@ -68,6 +70,7 @@ TINY = Plan(
     compiled_correctness_models=("mae-debug",),
     compile_backend="eager", check_batch=2, check_steps=3,
     speed_runs=(("mae-debug", 4, False), ("mae-debug", 4, True), ("audiomae++-debug", 4, False)),
+    profiled_models=("audiomae++-debug",),
     reader_runs=(("audiomae++-debug", "audiomae", 4),),
     reader_counts=(1, 2), warmup_steps=1, timed_steps=3,
     rankme_n=3000, rankme_dim=64,

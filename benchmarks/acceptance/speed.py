@@ -76,3 +76,25 @@ def measure_model(name: str, device: torch.device, *, global_batch: int, compile
     for peak_name, peak in peaks.items():
         row[f"mfu_vs_{peak_name}"] = achieved / peak if peak else None
     return row
+
+
+def profile_steps(name: str, device: torch.device, *, micro_batch: int, global_batch: int,
+                  compile_backend: str | None, steps: int, out_file, overrides: dict | None = None) -> None:  # fmt: skip
+    """The kernels of `steps` training steps after warm-up, by device time (torch.profiler), into `out_file`:
+    where a short MFU goes (attention, matmuls, elementwise, the optimizer, idle gaps between launches)."""
+    run = training.build(name, device, global_batch=global_batch, micro_batch=micro_batch, steps=10**6,
+                         fused_adamw=device.type == "cuda", compile_backend=compile_backend, peak_lr=None,
+                         overrides=overrides or {})  # fmt: skip
+    batches = training.repeated(training.random_log_mel(run.model, micro_batch, device))
+    for number in range(1, 4):  # warm-up (and compile)
+        training.step(run, batches, number)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profile:
+        for number in range(4, 4 + steps):
+            training.step(run, batches, number)
+    sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    table = profile.key_averages().table(sort_by=sort_by, row_limit=30, max_name_column_width=70)
+    out_file.write_text(f"{name}, compiled: {bool(compile_backend)}, {steps} steps of batch {global_batch} "
+                        f"(micro {micro_batch})\n{table}\n")  # fmt: skip

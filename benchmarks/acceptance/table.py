@@ -64,7 +64,9 @@ def render(results: dict) -> str:
         lines.append(f"  correct  {row['model']:<20} {_line(row, correctness_line)}")
     for row in results.get("speed", []):
         label = f"{row['model']}{' compiled' if row['compiled'] else ''}"
-        lines.append(f"  speed    {label:<29} {_line(row, speed_line)}")
+        speedup = results.get("compile_speedup", {}).get(row["model"]) if row["compiled"] else None
+        lines.append(f"  speed    {label:<29} {_line(row, speed_line)}"
+                     + (f"; {speedup:.2f}x eager" if speedup else ""))  # fmt: skip
     for row in results.get("reader", []):
         lines.append(f"  reader   {row['model']:<20} {_line(row, reader_line)}")
     if "rankme" in results:
