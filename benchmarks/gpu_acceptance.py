@@ -21,6 +21,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import math
 import os
 import shutil
 import sys
@@ -66,11 +67,17 @@ BUSY_GOAL = 0.90  # one reader thread should leave the device idle at most a ten
 
 
 class Progress:
-    def __init__(self) -> None:
+    """Progress lines with the time since the start, and the time budget the run keeps to."""
+
+    def __init__(self, budget_minutes: float = math.inf) -> None:
         self.began = time.perf_counter()
+        self.budget_minutes = budget_minutes
 
     def __call__(self, line: str) -> None:
         print(f"[{time.perf_counter() - self.began:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+    def spent(self) -> bool:
+        return time.perf_counter() - self.began > 60 * self.budget_minutes
 
 
 def environment(device: torch.device, plan: Plan) -> dict:
@@ -103,8 +110,13 @@ def overrides_for(model_name: str, audio: dict) -> dict:
 
 
 def contained(section: str, label: str, measure_one: Callable[[], dict | None], say: Progress, *, keys: dict) -> dict:
-    """`measure_one()`'s row, or a row naming its error: one failing model must not cost a lease the rest."""
+    """`measure_one()`'s row, or a row naming its error: one failing model must not cost a lease the rest.
+    Once the time budget is spent, the remaining parts are not started (rows that say so), so a lease keeps
+    its time for a second run."""
     began = time.perf_counter()
+    if say.spent():
+        say(f"{section}: {label} not run: the {say.budget_minutes:g}-minute budget is spent")
+        return {**keys, "skipped": f"not run: the {say.budget_minutes:g}-minute budget was spent before it"}
     try:
         row = dict(measure_one() or {})
     except Exception as error:  # noqa: BLE001 - reported in the row, the table and the exit status
@@ -149,7 +161,7 @@ def run_profiles(plan: Plan, device: torch.device, speed_rows: list[dict], out: 
     Eager only: it is the product's default (`--compile` is opt-in), and a second compile would cost a minute."""
     written = []
     for row in speed_rows:
-        if row["model"] not in plan.profiled_models or row["compiled"] or "error" in row:
+        if row["model"] not in plan.profiled_models or row["compiled"] or "step_s" not in row:
             continue
         path = out / f"profile-{row['model']}.txt"
         measure_one = functools.partial(speed.profile_steps, row["model"], device, micro_batch=row["micro_batch"],
@@ -188,12 +200,17 @@ def problems(results: dict) -> list[str]:
         f"{row['model']}: {problem}" for row in results.get("correctness", []) for problem in row.get("problems", [])
     ]
     for section in ("correctness", "speed", "reader"):
-        found += [
-            f"{section} {row['model']}: failed ({row['error']})" for row in results.get(section, []) if "error" in row
-        ]
+        for row in results.get(section, []):
+            if "error" in row or "skipped" in row:
+                found.append(
+                    f"{section} {row['model']}: " + (f"failed ({row['error']})" if "error" in row else row["skipped"])
+                )
     for section in ("rankme", "probes"):
-        if "error" in results.get(section, {}):
-            found.append(f"{section}: failed ({results[section]['error']})")
+        row = results.get(section, {})
+        if "error" in row or "skipped" in row:
+            found.append(
+                f"{section}: " + (f"failed ({row['error']})" if "error" in row else f"skipped ({row['skipped']})")
+            )
     for row in results.get("speed", []):
         mfu = row.get("mfu_vs_datasheet")
         if row["model"] in ("mae-en768-12", "audiomae++-base") and mfu is not None and mfu < MFU_GOAL:
@@ -212,7 +229,7 @@ def problems(results: dict) -> list[str]:
 
 def compile_speedups(speed_rows: list[dict]) -> dict[str, float]:
     """Compiled samples/s over eager, per model measured both ways at the same batch."""
-    measured = {(row["model"], row["compiled"]): row["samples_per_s"] for row in speed_rows if "error" not in row}
+    measured = {(row["model"], row["compiled"]): row["samples_per_s"] for row in speed_rows if "samples_per_s" in row}
     return {model: rate / measured[(model, False)] for (model, compiled), rate in measured.items()
             if compiled and (model, False) in measured}  # fmt: skip
 
@@ -222,6 +239,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="folder for results.json and the profiles")
     parser.add_argument("--work", help="folder for the audio, shards and codebook (default: a temporary one, removed)")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--budget-minutes", type=float, default=8.0,
+                        help="start no new part after this long (default 8: the GPU run's target)")  # fmt: skip
     parser.add_argument("--tiny", action="store_true", help="debug sizes and a few steps: the paths, not the figures")
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}"
@@ -237,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--sections: unknown {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     device, plan = measure.pick_device(args.device), TINY if args.tiny else FULL
     args.out.mkdir(parents=True, exist_ok=True)
-    say = Progress()
+    say = Progress(args.budget_minutes)
     results = {"environment": environment(device, plan)}
     say(f"on {results['environment']['summary']}")
     peaks = {"datasheet": results["environment"]["datasheet_tflops"],

@@ -172,3 +172,14 @@ def test_a_failing_measurement_is_reported_and_does_not_stop_the_run(capsys):
     results = {"environment": {"summary": "CPU"}, "speed": [row]}
     assert gpu_acceptance.problems(results) == [f"speed mae-nonexistent: failed ({row['error']})"]
     assert f"mae-nonexistent               FAILED: {row['error']}" in render(results)
+
+
+def test_a_spent_budget_starts_nothing_new_and_says_so(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--device", "cpu", "--tiny",
+                           "--sections", "rankme", "--budget-minutes", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)  # fmt: skip
+    assert done.returncode == 1
+    assert "rankme: 3000 x 64 not run: the 0-minute budget is spent" in done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["problems"] == ["rankme: skipped (not run: the 0-minute budget was spent before it)"]
+    assert "not run: the 0-minute budget was spent before it" in done.stdout.splitlines()[-3]

@@ -54,7 +54,9 @@ def probes_line(row: dict) -> str:
 
 
 def _line(row: dict, describe) -> str:
-    return f"FAILED: {row['error']}" if "error" in row else describe(row)
+    if "error" in row:
+        return f"FAILED: {row['error']}"
+    return row["skipped"] if "skipped" in row else describe(row)
 
 
 def render(results: dict) -> str:
