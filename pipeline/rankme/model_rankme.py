@@ -38,8 +38,9 @@ def measure_pool_rankme(model: nn.Module, pool: RankMePool, *, device: torch.dev
     scene = []
     for crops in iter_pool_crops(pool, batch_crops=POOL_BATCH_CROPS):
         frames = model.embed(torch.from_numpy(crops).to(device))  # (crops, frames, dim)
-        scene.append(frames.float().mean(dim=1).cpu())  # (crops, dim)
+        scene.append(frames.float().mean(dim=1))  # (crops, dim)
     model.train(was_training)
+    # On a GPU the embeddings stay there: RankMe's float64 Gram and eigensolver run on the device.
     value = rankme_with_shape(torch.cat(scene))
     return PoolRankMe(
         value=value.value,
