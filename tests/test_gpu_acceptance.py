@@ -16,7 +16,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from benchmarks import gpu_acceptance
 from benchmarks.acceptance import audio_shards, correctness, measure, speed, training
+from benchmarks.acceptance.runner import Run
 from benchmarks.acceptance.table import render
+from benchmarks.acceptance.verdict import problems
 from pipeline.shards.crop_stream import StreamPlan
 from tests.test_import_graph import import_graph, imported_names, module_files
 
@@ -161,17 +163,34 @@ def test_shards_written_by_prep_code_are_read_by_the_training_reader(tmp_path):
     assert plan.rows_per_epoch == 6 * 3  # every segment is at least one 1 s crop long
 
 
-def test_a_failing_measurement_is_reported_and_does_not_stop_the_run(capsys):
-    """A lease is short: a model that fails is a row naming its error, the rest is still measured."""
+def test_a_failing_measurement_is_reported_saved_and_does_not_stop_the_run(tmp_path, capsys):
+    """A lease is short: a model that fails is a row naming its error, saved at once; the rest still runs."""
+    run = Run(tmp_path, budget_minutes=8)
+    run.results["environment"] = {"summary": "CPU", "compile_error": None}
     broken = functools.partial(speed.measure_model, "mae-nonexistent", torch.device("cpu"), global_batch=2,
                                compile_backend=None, warmup=1, timed=1, peaks={})  # fmt: skip
-    row = gpu_acceptance.contained("speed", "1/1 mae-nonexistent", broken, gpu_acceptance.Progress(),
-                                   keys={"model": "mae-nonexistent", "compiled": False})  # fmt: skip
+    row = run.part("speed", "1/1 mae-nonexistent", broken, keys={"model": "mae-nonexistent", "compiled": False})
     assert row["error"].startswith("KeyError: ") and "unknown model 'mae-nonexistent'" in row["error"]
     assert "speed: 1/1 mae-nonexistent KeyError" in capsys.readouterr().err
-    results = {"environment": {"summary": "CPU"}, "speed": [row]}
-    assert gpu_acceptance.problems(results) == [f"speed mae-nonexistent: failed ({row['error']})"]
-    assert f"mae-nonexistent               FAILED: {row['error']}" in render(results)
+    assert json.loads((tmp_path / "results.json").read_text())["speed"][0]["error"] == row["error"]
+    assert problems(run.results) == [f"speed mae-nonexistent: failed ({row['error']})"]
+    assert f"mae-nonexistent               FAILED: {row['error']}" in render(run.results)
+
+
+def test_peaks_follow_the_card_variant_and_a_broken_compile_is_named(monkeypatch):
+    for name, peak in (("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H100 NVL", 835.0),
+                       ("NVIDIA H200", 989.0), ("NVIDIA H200 NVL", 835.0), ("NVIDIA A100-SXM4-80GB", None)):  # fmt: skip
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda _device=None, name=name: name)
+        assert measure.datasheet_peak_tflops(torch.device("cuda")) == peak, name
+    assert measure.compile_error(torch.device("cpu"), "eager") is None
+    assert measure.compile_error(torch.device("cpu"), "no-such-backend").startswith("InvalidBackend")
+
+
+def test_dropout_is_switched_off_for_the_comparisons_only_where_the_model_has_it():
+    assert correctness.without_dropout("wav2vec2-base", {}) == {
+        "dropout": 0.0, "attention_dropout": 0.0, "input_dropout": 0.0, "feature_dropout": 0.0}  # fmt: skip
+    assert correctness.without_dropout("hubert-base", {"codebook": "dir"}) == {"dropout": 0.0, "codebook": "dir"}
+    assert correctness.without_dropout("mae-en768-12", {}) == {}
 
 
 def test_a_spent_budget_starts_nothing_new_and_says_so(tmp_path):
@@ -179,7 +198,7 @@ def test_a_spent_budget_starts_nothing_new_and_says_so(tmp_path):
                            "--sections", "rankme", "--budget-minutes", "0"],
                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)  # fmt: skip
     assert done.returncode == 1
-    assert "rankme: 3000 x 64 not run: the 0-minute budget is spent" in done.stderr
+    assert "rankme: 3000 x 64 not run: the 0-minute budget was spent before it" in done.stderr
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["problems"] == ["rankme: skipped (not run: the 0-minute budget was spent before it)"]
+    assert results["problems"] == ["rankme: not run: the 0-minute budget was spent before it"]
     assert "not run: the 0-minute budget was spent before it" in done.stdout.splitlines()[-3]

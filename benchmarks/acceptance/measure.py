@@ -15,9 +15,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-# Dense bf16 tensor-core peak without sparsity (NVIDIA H100 SXM datasheet: 1,979 TFLOP/s with
-# sparsity; the H200 has the same GH100 compute). The issue's reference for MFU.
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0}
+# Dense bf16 tensor-core peaks without sparsity (NVIDIA datasheets list them with sparsity, twice these):
+# H100 SXM 989 (the issue's reference for MFU), H100 PCIe 756, H100 NVL 835; H200 SXM 989, H200 NVL 835.
+# First match wins: the variant markers before the bare names ("NVIDIA H100 80GB HBM3" is the SXM part).
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H200 NVL", 835.0), ("H100", 989.0), ("H200", 989.0))
 
 
 def pick_device(choice: str) -> torch.device:
@@ -38,7 +39,20 @@ def datasheet_peak_tflops(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in PEAK_BF16_TFLOPS.items() if key in name), None)
+    return next((peak for key, peak in PEAK_BF16_TFLOPS if key in name), None)
+
+
+def compile_error(device: torch.device, backend: str) -> str | None:
+    """None when `torch.compile(backend=...)` works here, else its error. Inductor on a GPU builds Triton's
+    launchers with the host's C compiler and Python headers: a machine without them fails here in seconds
+    instead of in every compiled part."""
+    try:
+        torch.compile(lambda x: torch.sin(x) + 1, backend=backend)(torch.ones(8, device=device))
+    except Exception as error:  # noqa: BLE001 - the message is the finding
+        return f"{type(error).__name__}: {error}"[:400]
+    finally:
+        torch._dynamo.reset()
+    return None
 
 
 def synchronize(device: torch.device) -> None:
@@ -76,7 +90,8 @@ def matmul_tflops(device: torch.device, *, size: int) -> float:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    seconds = median_step_seconds(lambda: a @ b, device, warmup=3, timed=10)
+    # 100 products (~0.2 s on an H100): long enough for the sustained clock, not just the boost.
+    seconds = median_step_seconds(lambda: a @ b, device, warmup=5, timed=100 if device.type == "cuda" else 5)
     return 2 * size**3 / median(seconds) / 1e12
 
 

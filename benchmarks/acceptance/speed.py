@@ -11,6 +11,7 @@ gradient accumulation, bf16 autocast, fused AdamW on a GPU, the loss read back e
 
 from __future__ import annotations
 
+import gc
 import time
 
 import torch
@@ -55,22 +56,34 @@ def _measure_once(name: str, device: torch.device, *, global_batch: int, micro_b
     }  # fmt: skip
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """torch's OOM, or the plain RuntimeErrors a nearly full device raises from cuBLAS or a lazy kernel load."""
+    text = str(error)
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text)
+    )
+
+
 def measure_model(name: str, device: torch.device, *, global_batch: int, compile_backend: str | None, warmup: int,
-                  timed: int, peaks: dict, overrides: dict | None = None) -> dict:  # fmt: skip
-    """The model's step figures at `global_batch`, the micro-batch halved until it fits in memory."""
-    micro = global_batch
+                  timed: int, peaks: dict, start_micro_batch: int | None = None,
+                  overrides: dict | None = None) -> dict:  # fmt: skip
+    """The model's step figures at `global_batch`, the micro-batch (from `start_micro_batch`, or the whole
+    batch) halved until it fits in memory."""
+    micro = start_micro_batch or global_batch
     while True:
         try:
             row = _measure_once(name, device, global_batch=global_batch, micro_batch=micro,
                                 compile_backend=compile_backend, warmup=warmup, timed=timed,
                                 overrides=overrides or {})  # fmt: skip
             break
-        except torch.OutOfMemoryError:
-            if micro == 1:
+        except (torch.OutOfMemoryError, RuntimeError) as error:
+            if not _out_of_memory(error) or micro == 1:
                 raise
-            micro //= 2
-            torch._dynamo.reset()
-            measure.reset_peak_memory(device)
+        # Out of the except block, the failed attempt's tensors are unreachable: free them before the retry.
+        micro //= 2
+        torch._dynamo.reset()
+        gc.collect()
+        measure.reset_peak_memory(device)
     achieved = row["counted_flops_per_sample"] * row["samples_per_s"] / 1e12
     row["achieved_tflops"] = achieved
     for peak_name, peak in peaks.items():
@@ -94,7 +107,7 @@ def profile_steps(name: str, device: torch.device, *, micro_batch: int, global_b
     with torch.profiler.profile(activities=activities) as profile:
         for number in range(4, 4 + steps):
             training.step(run, batches, number)
-    sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     table = profile.key_averages().table(sort_by=sort_by, row_limit=30, max_name_column_width=70)
     out_file.write_text(f"{name}, compiled: {bool(compile_backend)}, {steps} steps of batch {global_batch} "
                         f"(micro {micro_batch})\n{table}\n")  # fmt: skip
