@@ -8,8 +8,8 @@ only comparable to others with the same N and K: `rankme_with_shape` and `RankMe
 Speed: the singular values of Z are the square roots of the eigenvalues of the smaller Gram
 matrix (Z^T Z, K x K, when N > K). Accumulating it in float64 and running a symmetric eigensolver
 is 5-10x cheaper than an SVD of Z for N >> K, and float64 keeps the value equal to the direct SVD's
-to about 1e-9 relative. A tensor on a GPU stays there: the same float64 Gram and eigensolver run on
-its device (`singular_values_on_device`), and only the K singular values come back.
+to about 1e-9 relative. A tensor on a CUDA GPU stays there: the same float64 Gram and eigensolver run
+on its device (`singular_values_on_device`), and only the K singular values come back.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ def _gram_float64(matrix: np.ndarray) -> np.ndarray:
     return gram
 
 
+def _on_cuda(embeddings: np.ndarray | torch.Tensor) -> bool:
+    """CUDA tensors take the device route; other accelerators (MPS has no float64) are read back to the CPU."""
+    return isinstance(embeddings, torch.Tensor) and embeddings.device.type == "cuda"
+
+
 def singular_values_on_device(embeddings: torch.Tensor) -> np.ndarray:
     """`singular_values` computed on the tensor's own device (float64 there), returned as numpy."""
     if embeddings.ndim != 2 or 0 in embeddings.shape:
@@ -93,7 +98,7 @@ def singular_values_on_device(embeddings: torch.Tensor) -> np.ndarray:
 
 def singular_values(embeddings: np.ndarray | torch.Tensor) -> np.ndarray:
     """The min(N, K) singular values of Z (float64, descending), via the Gram matrix when N >> K."""
-    if isinstance(embeddings, torch.Tensor) and embeddings.device.type != "cpu":
+    if _on_cuda(embeddings):
         return singular_values_on_device(embeddings)
     matrix = _as_float_matrix(embeddings)
     n_rows, n_cols = matrix.shape
@@ -122,9 +127,9 @@ def rankme(embeddings: np.ndarray | torch.Tensor, eps: float = DEFAULT_EPS) -> f
 
 def rankme_with_shape(embeddings: np.ndarray | torch.Tensor, eps: float = DEFAULT_EPS) -> RankMeValue:
     """RankMe plus the N and K it was computed on: record all three together."""
-    if isinstance(embeddings, torch.Tensor) and embeddings.device.type != "cpu":
-        n_samples, n_features = embeddings.shape
-        return RankMeValue(value=rankme(embeddings, eps=eps), n_samples=n_samples, n_features=n_features)
+    if _on_cuda(embeddings):
+        value = rankme(embeddings, eps=eps)  # checks the shape first
+        return RankMeValue(value=value, n_samples=embeddings.shape[0], n_features=embeddings.shape[1])
     matrix = _as_float_matrix(embeddings)
     return RankMeValue(value=rankme(matrix, eps=eps), n_samples=matrix.shape[0], n_features=matrix.shape[1])
 
