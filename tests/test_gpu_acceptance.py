@@ -202,3 +202,13 @@ def test_a_spent_budget_starts_nothing_new_and_says_so(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["problems"] == ["rankme: not run: the 0-minute budget was spent before it"]
     assert "not run: the 0-minute budget was spent before it" in done.stdout.splitlines()[-3]
+
+
+def test_the_comparisons_run_without_dropout_but_the_kernels_are_the_trained_models():
+    """With attention dropout, PyTorch's CPU flash kernel steps aside for math: the kernel check must see the
+    model as it trains (dropout on), while the loss comparisons run without dropout's random draws."""
+    row = correctness.check_model("wav2vec2-debug", torch.device("cpu"), batch_size=2, steps=2,
+                                  compile_backend=None, overrides={"attention_dropout": 0.1})  # fmt: skip
+    assert row["overrides"] == {"attention_dropout": 0.0}
+    assert row["attention_kernels"] == {"encoder": {"math": 2}}
+    assert row["problems"] == []  # math on a CPU is PyTorch's design, not a finding

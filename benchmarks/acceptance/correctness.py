@@ -37,11 +37,13 @@ def relative_gaps(curve: list[float], reference: list[float]) -> list[float]:
 
 
 def without_dropout(name: str, overrides: dict) -> dict:
-    """`overrides` plus every dropout rate of the model's config set to 0 (built on the meta device: free)."""
+    """`overrides` with every dropout rate of the model's config (default or overridden) set to 0; the
+    config comes from a build on the meta device (free)."""
     with torch.device("meta"):
         config = getattr(models.build_model(name), "config", None)
     rates = [field.name for field in dataclasses.fields(config)] if dataclasses.is_dataclass(config) else []
-    return {**{rate: 0.0 for rate in rates if "dropout" in rate and getattr(config, rate)}, **overrides}
+    active = [rate for rate in rates if "dropout" in rate and (getattr(config, rate) or overrides.get(rate))]
+    return {**overrides, **{rate: 0.0 for rate in active}}
 
 
 def _curve(
@@ -66,7 +68,7 @@ def check_model(
     name: str, device: torch.device, *, batch_size: int, steps: int, compile_backend: str | None, overrides: dict
 ) -> dict:
     """One model's figures and verdicts (see the module docstring for the tolerances)."""
-    overrides = without_dropout(name, overrides)
+    as_trained, overrides = overrides, without_dropout(name, overrides)
     reference = training.build(name, device, global_batch=batch_size, steps=steps, overrides=overrides,
                                precision="fp32")  # fmt: skip
     batch = training.random_log_mel(reference.model, batch_size, device)
@@ -93,7 +95,10 @@ def check_model(
         row["compiled_max_gap"] = max(relative_gaps(compiled, eager))
         curves.append(compiled)
     row["all_finite"] = all(math.isfinite(value) for curve in curves for value in curve)
-    row["attention_kernels"] = _attention_kernels(reference.model, device, batch)
+    # The kernels of the model as it trains, dropout included (it can decide the kernel).
+    kernels_of = reference.model if overrides == as_trained else training.build(
+        name, device, global_batch=batch_size, overrides=as_trained).model  # fmt: skip
+    row["attention_kernels"] = _attention_kernels(kernels_of, device, batch)
     row["problems"] = problems(row, device.type)
     return row
 
