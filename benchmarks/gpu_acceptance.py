@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in SECTIONS[1:]:
         if name in args.sections:
             run_section(name, plan, device, audio, run)
+    # This process's own imports: the GPU machines have neither package.
+    run.results["imported"] = sorted(module for module in ("ray", "mlflow") if module in sys.modules)
     run.results["problems"] = problems(run.results)
     run.results["compile_speedup"] = compile_speedups(run.results.get("speed", []))
     run.results["total_s"] = time.perf_counter() - run.began

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 MFU_GOAL = 0.40  # the goal for mae-en768-12 and audiomae++-base, of the datasheet bf16 peak
 MFU_GOAL_MODELS = ("mae-en768-12", "audiomae++-base")
 BUSY_GOAL = 0.90  # one reader thread should leave the device idle at most a tenth of the time
@@ -37,8 +35,7 @@ def problems(results: dict) -> list[str]:
     rankme = results.get("rankme", {})
     if "agrees" in rankme and not rankme["agrees"]:
         found.append(f"RankMe on the device differs from the CPU's by {rankme['relative_gap']:.1e}")
-    found += [f"{module} was imported: the GPU machines do not have it" for module in ("ray", "mlflow")
-              if module in sys.modules]  # fmt: skip
+    found += [f"{module} was imported: the GPU machines do not have it" for module in results.get("imported", [])]
     return found
 
 
