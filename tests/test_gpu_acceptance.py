@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from benchmarks import gpu_acceptance
 from benchmarks.acceptance import audio_shards, correctness, measure, speed, training
 from benchmarks.acceptance.runner import Run
-from benchmarks.acceptance.table import render
+from benchmarks.acceptance.table import render, speed_line
 from benchmarks.acceptance.verdict import problems
 from pipeline.shards.crop_stream import StreamPlan
 from tests.test_import_graph import import_graph, imported_names, module_files
@@ -212,3 +212,14 @@ def test_the_comparisons_run_without_dropout_but_the_kernels_are_the_trained_mod
     assert row["overrides"] == {"attention_dropout": 0.0}
     assert row["attention_kernels"] == {"encoder": {"math": 2}}
     assert row["problems"] == []  # math on a CPU is PyTorch's design, not a finding
+
+
+def test_a_gpu_speed_row_reads_with_its_cards_peak():
+    """The table line a GPU run prints (no GPU here: the row as speed.measure_model fills it on one)."""
+    row = {"step_s": 0.05, "global_batch": 1024, "accumulation": 2, "micro_batch": 512, "samples_per_s": 20480.0,
+           "achieved_tflops": 378.0, "mfu_vs_datasheet": 378.0 / 756.0, "mfu_vs_measured_matmul": 378.0 / 600.0,
+           "peak_memory_gib": 47.5, "first_step_s": 61.2}  # fmt: skip
+    assert speed_line(row) == (
+        "step 50.0 ms (1024 = 2 x 512), 20480 samples/s, 378 TFLOP/s, MFU 50.00% of 756 (63.00% of the measured "
+        "matmul rate), peak 47.5 GiB; first step 61.2 s"
+    )

@@ -22,10 +22,10 @@ def correctness_line(row: dict) -> str:
 def speed_line(row: dict) -> str:
     memory = "" if row["peak_memory_gib"] is None else f", peak {row['peak_memory_gib']:.1f} GiB"
     mfu = ""
-    if row.get("mfu_vs_datasheet") is not None:
-        mfu = (
-            f", MFU {_percent(row['mfu_vs_datasheet'])} of 989 ({_percent(row['mfu_vs_measured_matmul'])} of measured)"
-        )
+    if row.get("mfu_vs_datasheet"):
+        peak = row["achieved_tflops"] / row["mfu_vs_datasheet"]  # the card's datasheet peak, TFLOP/s
+        of_measured = _percent(row["mfu_vs_measured_matmul"])
+        mfu = f", MFU {_percent(row['mfu_vs_datasheet'])} of {peak:.0f} ({of_measured} of the measured matmul rate)"
     elif row.get("mfu_vs_measured_matmul") is not None:
         mfu = f", {_percent(row['mfu_vs_measured_matmul'])} of the measured matmul rate"
     return (f"step {row['step_s'] * 1000:.1f} ms ({row['global_batch']} = {row['accumulation']} x {row['micro_batch']}), "
