@@ -1,7 +1,8 @@
 """A few optimizer steps of a debug model through the pretraining worker's own step, without Ray.
 
 `train_steps` builds what `pipeline.pretrain.loop.build_training` builds (seeded model, unused
-parameters frozen, AdamW with its schedule, optionally `torch.compile`) and runs what `run_steps`
+parameters frozen, AdamW with its schedule, optionally `torch.compile`; `benchmarks.acceptance.training`,
+shared with the GPU acceptance run) and runs what `run_steps`
 runs per step (`forward_backward`, `optimizer.step`, `scheduler.step`) on one fixed random batch
 shaped like log-mel crops. Two calls that differ in one setting see the same weights, batch and
 masks, so their losses differ only by that setting's numerics.
@@ -16,10 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-import models
-from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.optim import build_optimizer, build_scheduler
-from pipeline.pretrain.step import forward_backward, freeze_parameters_without_gradients
+from benchmarks.acceptance import training
+from pipeline.pretrain.step import forward_backward
 
 BATCH_SIZE = 4
 # Far above the batch-4 scaled lr (2.3e-6), so that five steps move the weights and the loss visibly.
@@ -60,28 +59,22 @@ def train_steps(
     **model_overrides,
 ) -> StepsRun:
     """`steps` optimizer steps of `model_name` (with `model_overrides`) on CPU with the worker's step function."""
-    config = PretrainConfig(
-        model_name=model_name, model_overrides=model_overrides, global_batch_size=BATCH_SIZE, steps=steps,
-        warmup_steps=1, precision=precision,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = models.build_model(model_name, **model_overrides)
-    freeze_parameters_without_gradients(model, crop_frames=model.spec.crop_frames, device=CPU)
-    optimizer = build_optimizer(model, base_lr=config.base_lr, global_batch_size=BATCH_SIZE, peak_lr=PEAK_LR,
-                                fused=fused_adamw)  # fmt: skip
-    scheduler = build_scheduler(optimizer, warmup_steps=1, total_steps=steps)
+    run = training.build(model_name, CPU, global_batch=BATCH_SIZE, steps=steps, precision=precision,
+                         fused_adamw=fused_adamw, compile_backend=compile_backend, peak_lr=PEAK_LR,
+                         overrides=model_overrides)  # fmt: skip
+    model, optimizer, scheduler = run.model, run.optimizer, run.scheduler
     dtypes: set[torch.dtype] = set()
     if compile_backend is None:  # a hook would only break the compiled graph
         for module in model.modules():
             if isinstance(module, nn.Linear):
                 module.register_forward_hook(lambda _module, _inputs, output: dtypes.add(output.dtype))
-    train_model = torch.compile(model, backend=compile_backend) if compile_backend else model
+    train_model = run.train_model
     batches = itertools.repeat(fixed_log_mel_batch(model))
     torch.manual_seed(1)  # the masking stream, the same for every setting
     losses, grad_norms = [], []
     for step in range(1, steps + 1):
         loss, grad_norm = forward_backward(
-            train_model, batches, config=config, step=step, device=CPU, rank=0, node_id="test"
+            train_model, batches, config=run.config, step=step, device=CPU, rank=0, node_id="test"
         )
         optimizer.step()
         scheduler.step()
