@@ -86,6 +86,7 @@ link_shared_commands() {
   for source in "$VENV_DIR"/bin/*; do
     name="$(basename "$source")"
     case "$name" in python* | activate* | Activate.ps1) continue ;; esac
+    [ -d "$source" ] && continue # a package's bin/__pycache__ (moto's dependencies leave one)
     [ -e "$CHECKOUT_VENV/bin/$name" ] && [ ! -L "$CHECKOUT_VENV/bin/$name" ] &&
       grep -q "^#!$CHECKOUT_VENV/bin/python" "$CHECKOUT_VENV/bin/$name" 2>/dev/null && continue
     IFS= read -r first <"$source" || first=""

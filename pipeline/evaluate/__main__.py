@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 import safetensors
 import torch
 
 from pipeline import paths
+from pipeline.bucket_check import without_query
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
+from pipeline.checkpoint_copy import child_uri, copy_up, local_checkpoint
 from pipeline.cli_errors import UserError, run_cli
 from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.evaluate.config import NO_LID_HEAD, EvaluateConfig, probe_training_from
@@ -22,6 +25,7 @@ from pipeline.evaluate.tracking import (
     log_evaluation,
     pretraining_run_id,
 )
+from pipeline.shards.location import is_uri
 
 __all__ = ["EvaluateConfig", "build_parser", "check_device", "main", "parse_config", "probe_training_from"]
 
@@ -70,17 +74,23 @@ def main(argv: list[str] | None = None) -> int:
         return run_hear_module(config, probe_training)
     if config.model_file or config.rankme_crop_frames is not None:
         raise UserError("--model-file and --rankme-crop-frames go with --hear-module")
-    checkpoint_dir = (
-        Path(config.checkpoint) if config.checkpoint else checkpoint_dir_of_run(config.tracking_uri, config.run_id)
-    )
+    source = config.checkpoint or checkpoint_dir_of_run(config.tracking_uri, config.run_id)
+    if is_uri(source):
+        with local_checkpoint(source) as local:
+            return _evaluate(config, local, probe_training, workers, shown_as=str(source))
+    return _evaluate(config, Path(source), probe_training, workers)
+
+
+def _evaluate(config: EvaluateConfig, checkpoint_dir: Path, probe_training, workers: int, shown_as: str = "") -> int:
+    """Score the local checkpoint folder `checkpoint_dir`; `shown_as`: the bucket URI it was copied
+    from, which the results name and beside which `evaluation/` is written back."""
     meta = read_checkpoint_meta(checkpoint_dir)
     tasks_dir = Path(config.tasks_dir) if config.tasks_dir else paths.default_tasks_dir()
-    task_names = config.task_names
     try:
         result = evaluate_checkpoint(
             checkpoint_dir,
             tasks_dir=tasks_dir,
-            task_names=task_names,
+            task_names=config.task_names,
             rankme_shards=config.rankme_shards,
             rankme_n=config.rankme_n,
             task_rankme_n=config.task_rankme_n,
@@ -93,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except safetensors.SafetensorError as error:
         raise UserError(
-            f"{checkpoint_dir / WEIGHTS_FILE} cannot be read ({error}): it is damaged or truncated; "
+            f"{shown_as or checkpoint_dir / WEIGHTS_FILE} cannot be read ({error}): it is damaged or truncated; "
             "evaluate another checkpoint"
         ) from error
+    if shown_as:
+        result.checkpoint_dir = without_query(shown_as)
     if not config.no_mlflow:
         result.run_id = log_evaluation(
             result,
@@ -103,12 +115,23 @@ def main(argv: list[str] | None = None) -> int:
             parent_run_id=config.run_id or pretraining_run_id(meta),
             tasks_dir=str(tasks_dir),
         )
-    json_path, csv_path = write_results(result, config.output or checkpoint_dir / "evaluation")
     print(format_table(result))
-    print(f"results: {json_path} and {csv_path}")
+    print(f"results: {_write_results_beside(result, config.output, checkpoint_dir, shown_as)}")
     if result.run_id:
         print(f"MLflow run: {result.run_id}")
     return 0
+
+
+def _write_results_beside(result, output: str | None, checkpoint_dir: Path, shown_as: str) -> str:
+    """evaluation.json and .csv in --output, else in the checkpoint's `evaluation/` (in its bucket
+    when it came from one); returns where, for the closing line."""
+    if output or not shown_as:
+        json_path, csv_path = write_results(result, output or checkpoint_dir / "evaluation")
+        return f"{json_path} and {csv_path}"
+    with tempfile.TemporaryDirectory(prefix="audioscale-evaluation-") as directory:
+        write_results(result, Path(directory))
+        uploaded = copy_up(Path(directory), child_uri(shown_as, "evaluation"), what="--checkpoint")
+    return f"{uploaded}/evaluation.json and {uploaded}/evaluation.csv"
 
 
 if __name__ == "__main__":

@@ -50,11 +50,14 @@ def pretraining_run_id(meta: dict) -> str | None:
     return (meta.get("pretrain_config") or {}).get("mlflow_run_id") or meta.get("mlflow_run_id")
 
 
-def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path:
-    """The newest checkpoint of a pretraining run: its `audioscale.checkpoint_dir` tag, else the
-    highest-step checkpoint under the run's Ray storage (`storage_path/run_name`)."""
+def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path | str:
+    """The newest checkpoint of a pretraining run: its `audioscale.checkpoint_dir` tag (a folder, or
+    a bucket URI as given), else the highest-step checkpoint under the run's local Ray storage
+    (`storage_path/run_name`)."""
     run = read_run(resolve_tracking_uri(tracking_uri), run_id)
     tagged = run["tags"].get(CHECKPOINT_TAG)
+    if tagged and "://" in tagged:
+        return tagged  # read (and checked) by pipeline.checkpoint_copy.local_checkpoint
     if tagged and (Path(tagged) / "model.json").is_file():
         return Path(tagged)
     storage_path, run_name = run["params"].get("storage_path"), run["params"].get("run_name")

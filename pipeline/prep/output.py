@@ -1,21 +1,24 @@
 """The prep output directory: fingerprint, re-run decisions, statistics, manifest, rejected.jsonl.
 
 `manifest.json` is written last and doubles as the completion marker: a directory with parts but no
-manifest is an interrupted run, which the next run clears and redoes.
+manifest is an interrupted run, which the next run clears and redoes. The directory is a local folder
+or a bucket prefix (`s3://...`): every file is read and written through its pyarrow filesystem
+(`pipeline.shards.location`), so both take the same decisions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import fnmatch
 import hashlib
 import json
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow.fs as pafs
 
 import pipeline
 from pipeline.audio.inputs import DUPLICATE_KIND, InputFile
@@ -28,7 +31,7 @@ from pipeline.shards.format import (
     read_shard_table,
 )
 from pipeline.shards.integrity import part_file_problems
-from pipeline.shards.location import locate_shards
+from pipeline.shards.location import ShardLocation, locate_shards
 
 OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME, MANIFEST_NAME + ".tmp")  # .tmp: write_manifest's, if it crashed
 LOCK_NAME = ".prep.lock"  # pipeline.prep.lock; never deleted: removing a file another run waits on races
@@ -45,32 +48,35 @@ def compute_fingerprint(settings: dict, inputs: list[InputFile]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, overwrite: bool) -> bool:
-    """Make `output_dir` ready for a run. Returns True when a finished run with this fingerprint is
-    already there (nothing to do); raises `OutputConflictError` when it holds something else."""
-    if not output_dir.exists():
-        output_dir.mkdir(parents=True)
+def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: dict, overwrite: bool) -> bool:
+    """Make `output_dir` (a local folder or a bucket URI) ready for a run. Returns True when a
+    finished run with this fingerprint is already there (nothing to do); raises
+    `OutputConflictError` when it holds something else."""
+    location = locate_shards(output_dir)
+    found = location.filesystem.get_file_info(location.path)
+    if found.type == pafs.FileType.NotFound:
+        location.filesystem.create_dir(location.path)
         return False
-    if not output_dir.is_dir():
+    if found.type != pafs.FileType.Directory:
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
     foreign = [
-        p.name
-        for p in output_dir.iterdir()
-        if p.name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not p.match(PART_GLOB)
+        name
+        for name in _entry_names(location)
+        if name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not fnmatch.fnmatchcase(name, PART_GLOB)
     ]
     if foreign:
         raise OutputConflictError(
             f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
             f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty directory"
         )
-    manifest_path = output_dir / MANIFEST_NAME
-    if manifest_path.is_file() and not overwrite:
+    manifest_text = location.read_text(MANIFEST_NAME)
+    if manifest_text is not None and not overwrite:
         try:
-            previous = json.loads(manifest_path.read_text())
+            previous = json.loads(manifest_text)
         except json.JSONDecodeError:  # written atomically, so damaged since: like an interrupted run
             previous = {"fingerprint": fingerprint, "part_files": None}
         if previous.get("fingerprint") == fingerprint:
-            damage = part_file_problems(locate_shards(output_dir), previous)
+            damage = part_file_problems(location, previous)
             if not damage:
                 return True
             # Only prep's own files are here (checked above), so making them again loses nothing.
@@ -100,12 +106,22 @@ def prepare_output_dir(output_dir: Path, *, fingerprint: str, settings: dict, ov
     return False
 
 
-def clear_output_dir(output_dir: Path) -> None:
+def _entry_names(location: ShardLocation) -> list[str]:
+    """Names directly inside the output (files and folders; on a bucket, the next level of keys)."""
+    selector = pafs.FileSelector(location.path, allow_not_found=True, recursive=False)
+    return [info.base_name for info in location.filesystem.get_file_info(selector)]
+
+
+def clear_output_dir(output_dir: str | Path) -> None:
     """Remove only what prep writes (parts, manifest, rejected.jsonl)."""
-    for path in output_dir.glob(PART_GLOB):
-        path.unlink() if path.is_file() else shutil.rmtree(path)
-    for name in OUR_NAMES:
-        (output_dir / name).unlink(missing_ok=True)
+    location = locate_shards(output_dir)
+    selector = pafs.FileSelector(location.path, allow_not_found=True, recursive=False)
+    for info in location.filesystem.get_file_info(selector):
+        if fnmatch.fnmatchcase(info.base_name, PART_GLOB) or info.base_name in OUR_NAMES:
+            if info.type == pafs.FileType.Directory:
+                location.filesystem.delete_dir(info.path)
+            else:
+                location.filesystem.delete_file(info.path)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -119,9 +135,9 @@ class RowStatistics:
     rows_by_split: dict[str, int]
 
 
-def compute_row_statistics(output_dir: Path, n_mels: int) -> RowStatistics:
+def compute_row_statistics(output_dir: str | Path, n_mels: int) -> RowStatistics:
     """Per-bin mean/std and counts from the small per-row columns; the mel matrices are not read."""
-    if not any(output_dir.glob(PART_GLOB)):
+    if not locate_shards(output_dir).file_names(PART_GLOB):
         return RowStatistics(
             sources=set(),
             num_rows=0,
@@ -151,18 +167,28 @@ def compute_row_statistics(output_dir: Path, n_mels: int) -> RowStatistics:
     )
 
 
-def write_rejected(output_dir: Path, rejected: list[dict]) -> None:
+def write_rejected(output_dir: str | Path, rejected: list[dict]) -> None:
     # ensure_ascii: a name that is not UTF-8 (a lone surrogate in Python) is written as an escape
     # instead of failing the write and, with it, the whole run.
     lines = [json.dumps(record, ensure_ascii=True) for record in sorted(rejected, key=lambda r: r["path"])]
-    (output_dir / REJECTED_NAME).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    _write_text(locate_shards(output_dir), REJECTED_NAME, "".join(line + "\n" for line in lines))
 
 
-def write_manifest(output_dir: Path, manifest: dict) -> None:
-    # Written through a temporary name so a crash never leaves a half manifest that looks finished.
-    temporary = output_dir / (MANIFEST_NAME + ".tmp")
-    temporary.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    temporary.replace(output_dir / MANIFEST_NAME)
+def write_manifest(output_dir: str | Path, manifest: dict) -> None:
+    location = locate_shards(output_dir)
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    if not isinstance(location.filesystem, pafs.LocalFileSystem):
+        # An object store's PUT is atomic: the manifest is there whole or not at all.
+        _write_text(location, MANIFEST_NAME, text)
+        return
+    # On a disk, through a temporary name so a crash never leaves a half manifest that looks finished.
+    _write_text(location, MANIFEST_NAME + ".tmp", text)
+    location.filesystem.move(location.child_path(MANIFEST_NAME + ".tmp"), location.child_path(MANIFEST_NAME))
+
+
+def _write_text(location: ShardLocation, name: str, text: str) -> None:
+    with location.filesystem.open_output_stream(location.child_path(name)) as stream:
+        stream.write(text.encode("utf-8"))
 
 
 def build_manifest(

@@ -9,6 +9,7 @@ identical run was reused), 1 when none did, 2 for a usage error (bad input path,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
@@ -24,6 +25,7 @@ from pipeline.audio.inputs import (
     list_inputs,
     select_subset_hours,
 )
+from pipeline.bucket_check import check_bucket
 from pipeline.cli_flags import filled_by_program, flag
 from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
@@ -38,7 +40,7 @@ from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.ray_session import connect_ray
 from pipeline.shards.format import PARQUET_WRITE_OPTIONS, read_manifest
 from pipeline.shards.integrity import describe_part_files
-from pipeline.shards.location import locate_shards
+from pipeline.shards.location import is_uri, locate_shards
 from pipeline.writable import check_writable_dir
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
@@ -58,7 +60,10 @@ class PrepConfig:
     """One prep run; each field declared once with its `python -m pipeline.prep` flag (pipeline.cli_flags)."""
 
     input_path: Path = flag("--input", None, "audio directory, or a .csv/.jsonl manifest", required=True)
-    output_dir: Path = flag("--output", None, "shard directory to write", required=True)
+    # A folder (made an absolute Path below) or a bucket URI (kept as the str given).
+    output_dir: str = flag(
+        "--output", None, "shard directory to write: a folder, or a bucket (s3://BUCKET/PATH)", required=True
+    )
     preset_name: str = flag(
         "--preset", "audiomae", "front end: log-mel presets, or `waveform` (16 kHz samples in 20 ms frames)",
         choices=sorted(PRESETS),
@@ -78,8 +83,10 @@ class PrepConfig:
     def __post_init__(self) -> None:
         if self.input_path is None or self.output_dir is None:
             raise ValueError("prep needs --input (audio directory or manifest) and --output (the shard directory)")
-        # The lock, the manifest and a reused run name the folder the same way from any working directory.
-        object.__setattr__(self, "output_dir", Path(self.output_dir).expanduser().absolute())
+        # The lock, the manifest and a reused run name the folder the same way from any working directory;
+        # a bucket URI stays as given (a path join would turn it into a local folder named `s3:`).
+        if not is_uri(self.output_dir):
+            object.__setattr__(self, "output_dir", Path(self.output_dir).expanduser().absolute())
 
     def settings(self) -> dict:
         """What decides the rows; recorded in the manifest and hashed into the fingerprint."""
@@ -93,7 +100,7 @@ class PrepConfig:
 
 @dataclasses.dataclass(kw_only=True)
 class PrepResult:
-    output_dir: Path
+    output_dir: Path | str
     manifest: dict
     reused: bool
     elapsed_s: float
@@ -140,8 +147,12 @@ def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> 
     # Prep is one fused map->write operator; the per-operator reservation only delayed the second
     # task until the first had finished (bench_prep: the second core idled ~1 s per run).
     context.op_resource_reservation_enabled = False
+    output = locate_shards(config.output_dir)
     try:
-        rows.write_parquet(str(config.output_dir), filename_provider=PartNames(), **PARQUET_WRITE_OPTIONS)
+        # Written where the tasks run, straight into the folder or the bucket (no copy through the driver).
+        rows.write_parquet(
+            output.path, filesystem=output.filesystem, filename_provider=PartNames(), **PARQUET_WRITE_OPTIONS
+        )
     finally:
         context.enable_progress_bars, context.op_resource_reservation_enabled = shows_bars, reserves
 
@@ -208,12 +219,17 @@ def run_prep(config: PrepConfig) -> PrepResult:
     get_preset(config.preset_name)  # an unknown preset fails before anything is listed or locked
     if config.segment_s <= 0:
         raise InputListingError(f"--segment-s must be positive, got {config.segment_s}")
-    check_writable_dir(config.output_dir, what="--output")  # before the inputs are listed and decoded
+    # Before the inputs are listed and decoded: a folder must take a file, a bucket a write.
+    if is_uri(config.output_dir):
+        check_bucket(str(config.output_dir), what="--output", write=True)
+    else:
+        check_writable_dir(config.output_dir, what="--output")
     listing = list_inputs(config.input_path)
     selected = listing.inputs
     if config.max_hours is not None:
         selected = select_subset_hours(listing.inputs, max_hours=config.max_hours, seed=config.seed)
-    with output_lock(config.output_dir):
+    # A bucket has no lock: two preps into one bucket prefix at once are not guarded (docs/failure-modes.md).
+    with contextlib.nullcontext() if is_uri(config.output_dir) else output_lock(config.output_dir):
         return _prep_locked(config, listing, selected, started)
 
 

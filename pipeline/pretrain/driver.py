@@ -27,6 +27,7 @@ import safetensors.torch
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
+from pipeline.bucket_check import check_bucket
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.cli_errors import UserError
 from pipeline.paths import default_ray_storage_dir, shards_dir_for
@@ -92,7 +93,9 @@ def run_pretraining(
     storage = config.storage_path or str(default_ray_storage_dir())
     if "://" not in storage:
         check_writable_dir(storage, what="--storage-path")
+    check_bucket(storage, what="--storage-path", write=True)  # a bucket: its credentials, existence, policy
     shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
+    check_bucket(shards_dir, what="--shards", write=False)
     manifest = _read_manifest_naming_it(shards_dir)
     check_shards_match_model(shards_dir, manifest, model.spec)
     config, model = with_codebook(config, model, shards_dir)  # HuBERT's k-means targets, fitted or reused

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from pipeline.checkpoint import CheckpointError, verify_checkpoint
+from pipeline.checkpoint_copy import copy_down
 
 CHECKPOINT_PREFIX = "checkpoint_step_"  # the loop names every checkpoint folder checkpoint_step_<step:08d>
 
@@ -38,18 +39,42 @@ def newest_verified_checkpoint(directories: Sequence[str | Path]) -> tuple[Path 
 
 
 def announce_resume_point(storage_path: str, run_name: str, *, say=print) -> None:
-    """Before the workers start: which of the run's local checkpoints a re-run will skip, and the
-    one it resumes from, said where the user sees it (the workers' own messages reach only Ray's
-    worker logs). The same choice the workers make (`resume_directory`); cloud storage is left to
-    them."""
-    if "://" in storage_path:
-        return
-    directories = [path for path in (Path(storage_path) / run_name).glob(f"**/{CHECKPOINT_PREFIX}*") if path.is_dir()]
-    chosen, skipped = newest_verified_checkpoint(directories) if directories else (None, [])
+    """Before the workers start: which of the run's checkpoints a re-run will skip, and the one it
+    resumes from, said where the user sees it (the workers' own messages reach only Ray's worker
+    logs). The same choice the workers make (`resume_directory`), in a folder or a bucket (where
+    each candidate is copied down to be checked, newest first, until one verifies)."""
+    if "://" not in storage_path:
+        directories = [p for p in (Path(storage_path) / run_name).glob(f"**/{CHECKPOINT_PREFIX}*") if p.is_dir()]
+        chosen, skipped = newest_verified_checkpoint(directories) if directories else (None, [])
+        skipped = [(str(path), why) for path, why in skipped]
+    else:
+        chosen, skipped = _newest_verified_in_bucket(storage_path, run_name)
     for path, why in skipped:
         say(f"resume: skipping checkpoint {path}: {why}")
     if chosen is not None and skipped:
         say(f"resume: resuming from {chosen} instead ({len(skipped)} newer checkpoint(s) skipped)")
+
+
+def _newest_verified_in_bucket(storage_path: str, run_name: str) -> tuple[str | None, list[tuple[str, str]]]:
+    filesystem, root = pafs.FileSystem.from_uri(storage_path)
+    selector = pafs.FileSelector(f"{root.rstrip('/')}/{run_name}", allow_not_found=True, recursive=True)
+    candidates = sorted(
+        (
+            info.path
+            for info in filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX)
+        ),
+        key=lambda path: path.rpartition("/")[2],
+        reverse=True,
+    )
+    skipped = []
+    for path in candidates:
+        with _local_copy(path, filesystem) as local:
+            chosen, why = newest_verified_checkpoint([local])
+        if chosen is not None:
+            return path, skipped
+        skipped.append((path, why[0][1]))
+    return None, skipped
 
 
 def _sibling_checkpoints(path: str, filesystem: pafs.FileSystem) -> list[str]:
@@ -70,9 +95,7 @@ def _local_copy(path: str, filesystem: pafs.FileSystem) -> Iterator[Path]:
         yield Path(path)
         return
     with tempfile.TemporaryDirectory(prefix="audioscale-resume-") as directory:
-        local = Path(directory) / path.rstrip("/").rpartition("/")[2]
-        pafs.copy_files(path, str(local), source_filesystem=filesystem, destination_filesystem=pafs.LocalFileSystem())
-        yield local
+        yield copy_down(path, filesystem, Path(directory))
 
 
 @contextlib.contextmanager

@@ -1,0 +1,127 @@
+"""A real `mlflow server` on 127.0.0.1, started as a cluster head starts it (cluster/ray-up,
+cluster/kuberay): a SQLite run database, artifacts proxied by the server (`--serve-artifacts` into
+`--artifacts-destination`, a folder or a bucket), and optionally MLflow's basic-auth app.
+
+With a bucket destination the server, not the clients, holds the store's credentials: clients
+upload and download through the server's HTTP API (`mlflow-artifacts:/...`) and need neither boto3
+credentials nor a shared disk, which is what cluster/README.md promises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from cluster.rehearsal.object_store import free_port
+
+START_TIMEOUT_S = 120  # the first start creates the SQLite schema (MLflow's migrations): ~10 s on 2 cores
+ADMIN = "admin"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingServer:
+    uri: str
+    password: str | None  # the admin's, when the basic-auth app runs
+
+    def client_env(self) -> dict[str, str]:
+        """What a client process (a job, a Ray worker) needs to log here."""
+        env = {"MLFLOW_TRACKING_URI": self.uri}
+        if self.password:
+            env |= {"MLFLOW_TRACKING_USERNAME": ADMIN, "MLFLOW_TRACKING_PASSWORD": self.password}
+        return env
+
+
+def _auth_config(root: Path, password: str) -> Path:
+    """The basic-auth app's ini: users in their own SQLite file, READ for anyone but the admin."""
+    path = root / "basic_auth.ini"
+    path.write_text(
+        "[mlflow]\n"
+        "default_permission = READ\n"
+        f"database_uri = sqlite:///{root / 'basic_auth.db'}\n"
+        f"admin_username = {ADMIN}\n"
+        f"admin_password = {password}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    return path
+
+
+@contextlib.contextmanager
+def running_mlflow_server(
+    root: Path, *, artifacts: str | None = None, store_env: dict[str, str] | None = None, basic_auth: bool = False
+) -> Iterator[str]:
+    """`mlflow server` with its database in root/mlflow.db and artifacts in `artifacts` (default
+    root/artifacts; an `s3://` URI needs `store_env`: the AWS variables and MLFLOW_S3_ENDPOINT_URL);
+    yields its URI. With `basic_auth`, use `running_tracking_server` to get the password too."""
+    with running_tracking_server(root, artifacts=artifacts, store_env=store_env, basic_auth=basic_auth) as server:
+        yield server.uri
+
+
+@contextlib.contextmanager
+def running_tracking_server(
+    root: Path, *, artifacts: str | None = None, store_env: dict[str, str] | None = None, basic_auth: bool = False
+) -> Iterator[TrackingServer]:
+    port = free_port()
+    command = [
+        sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+        "--serve-artifacts", "--artifacts-destination", artifacts or str(root / "artifacts"),
+    ]  # fmt: skip
+    env = {**os.environ, **(store_env or {})}
+    password = None
+    if basic_auth:
+        password = secrets.token_hex(24)
+        command += ["--app-name", "basic-auth"]
+        env |= {
+            "MLFLOW_AUTH_CONFIG_PATH": str(_auth_config(root, password)),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(24),
+        }
+    log_path = root / "mlflow-server.log"
+    with open(log_path, "w") as log:
+        # Its own session: `mlflow server` runs uvicorn in a child process, stopped with it as a group.
+        server = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True
+        )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_healthy(server, uri, log_path)
+        yield TrackingServer(uri=uri, password=password)
+    finally:
+        _stop_group(server)
+
+
+def _stop_group(server: subprocess.Popen) -> None:
+    if server.poll() is not None:
+        return  # exited already (a failed start): its error is in the log
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def _wait_until_healthy(server: subprocess.Popen, uri: str, log_path: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"mlflow server exited with {server.returncode}: {log_path.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"mlflow server did not answer {uri}/health in {START_TIMEOUT_S} s: {log_path.read_text()[-3000:]}"
+            )
+        time.sleep(0.5)
