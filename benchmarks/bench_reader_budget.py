@@ -89,29 +89,48 @@ def ten_second_rows(source: Path, target: Path, *, nested: bool) -> Path:
 
 
 def reader_rate(
-    shards: str, crop_frames: int, rank: int, world_size: int, seconds: float, normalise: bool, out
+    shards: str,
+    crop_frames: int,
+    rank: int,
+    world_size: int,
+    seconds: float,
+    normalise: bool,
+    out,
+    clock=time.process_time,
+    window_rows: int = 256,
 ) -> None:
-    """Crops per CPU-second of one single-threaded rank after its first epoch (run in its own process)."""
+    """Crops per CPU-second (or per second of `clock`, e.g. time.monotonic for wall time) of one
+    single-threaded rank after its first epoch (run in its own process)."""
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
 
     plan = StreamPlan(shards, crop_frames=crop_frames, seed=0, rank=rank, world_size=world_size)
-    stream = batches(CropStream(plan, window_rows=256), batch_size=64, start=StreamPosition())
+    stream = batches(CropStream(plan, window_rows=window_rows), batch_size=64, start=StreamPosition())
     taken = 0
     while taken < plan.rows_per_epoch:  # warm-up: one epoch (page cache, allocator)
         taken += len(next(stream)[0])
-    count, started = 0, time.process_time()
-    while time.process_time() - started < seconds:
+    count, started = 0, clock()
+    while clock() - started < seconds:
         raw = next(stream)[0]
         count += len(raw.normalised() if normalise else raw)
-    out.put(count / (time.process_time() - started))
+    out.put(count / (clock() - started))
 
 
-def per_core_rate(shards: str, crop_frames: int, *, cores: int, seconds: float, normalise: bool) -> float:
+def per_core_rate(
+    shards: str,
+    crop_frames: int,
+    *,
+    cores: int,
+    seconds: float,
+    normalise: bool,
+    clock=time.process_time,
+    window_rows: int = 256,
+) -> float:
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    workers = [context.Process(target=reader_rate, args=(shards, crop_frames, rank, cores, seconds, normalise, out))
+    workers = [context.Process(target=reader_rate,
+                               args=(shards, crop_frames, rank, cores, seconds, normalise, out, clock, window_rows))
                for rank in range(cores)]  # fmt: skip
     for worker in workers:
         worker.start()

@@ -45,3 +45,21 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     """Keep the embedded defaults (`$AUDIOSCALE_HOME`) out of the user's home during tests."""
     if "AUDIOSCALE_HOME" not in os.environ or os.environ.get("AUDIOSCALE_TEST_KEEP_HOME") != "1":
         monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path_factory.mktemp("audioscale_home")))
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """The cluster rehearsal's signed S3-compatible store on loopback (moto), started on first use."""
+    from cluster.rehearsal.object_store import running_object_store
+
+    with running_object_store(tmp_path_factory.mktemp("object-store")) as store:
+        yield store
+
+
+@pytest.fixture()
+def bucket_env(object_store, monkeypatch):
+    """`object_store` with its admin's AWS variables set for this test (pyarrow reads them whenever it
+    opens a URI)."""
+    for name, value in object_store.env().items():
+        monkeypatch.setenv(name, value)
+    return object_store

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster.rehearsal.plan import run_rehearsal
+from cluster.rehearsal.plan import STAGES, format_report, run_rehearsal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +24,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work", default=None, help="folder for logs, audio and the run database (default: a temporary one)"
     )
+    parser.add_argument(
+        "--only", nargs="+", default=(), metavar="STAGE",
+        help=f"run these stages (and those they need): {', '.join(repr(name) for name, *_ in STAGES)}",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="audioscale-rehearsal-") as scratch:
         work = Path(args.work or scratch).absolute()
-        report = run_rehearsal(work, say=lambda line: print(line, flush=True))
+        report = run_rehearsal(work, only=tuple(args.only), say=lambda line: print(line, flush=True))
+    print(format_report(report))
     print(f"[rehearsal] {'all checks held' if report.ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
     return 0 if report.ok else 1
 

@@ -9,7 +9,7 @@ that setting) make the admin user whose key everything else signs with. State is
 restarted store is empty, so faults that need a store to come back use `fault_proxy` in front of
 it instead of a restart.
 
-    python -m cluster.rehearsal.object_store --bucket audioscale-data
+    python -m cluster.rehearsal.object_store --bucket audioscale-data --port 9000
 
 runs one until Ctrl-C and prints the environment lines to paste into another shell.
 """
@@ -139,9 +139,12 @@ def _wait_for_port(server: subprocess.Popen, port: int, log_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_object_store(log_dir: Path, *, bucket: str = "audioscale-data") -> Iterator[ObjectStore]:
-    """A signed store on a free loopback port with `bucket` made; stopped (and emptied) on exit."""
-    port = free_port()
+def running_object_store(
+    log_dir: Path, *, bucket: str = "audioscale-data", port: int | None = None
+) -> Iterator[ObjectStore]:
+    """A signed store on `port` (default: a free one) of 127.0.0.1 with `bucket` made; stopped (and
+    emptied) on exit."""
+    port = port or free_port()
     log_path = Path(log_dir) / "object-store.log"
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_UNAUTHENTICATED_SETUP_REQUESTS)}
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
@@ -166,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m cluster.rehearsal.object_store", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--bucket", default="audioscale-data", help="bucket to create (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--log-dir", default=".", help="folder for object-store.log (default: the current one)")
     args = parser.parse_args(argv)
-    with running_object_store(Path(args.log_dir), bucket=args.bucket) as store:
+    with running_object_store(Path(args.log_dir), bucket=args.bucket, port=args.port) as store:
         print(f"S3-compatible store at {store.endpoint}, bucket {store.bucket!r}; in another shell:")
         for name, value in store.env().items():
             print(f"export {name}={value}")

@@ -100,3 +100,20 @@ def _with_needs(names: tuple[str, ...]) -> list[str]:
             wanted.add(name)
             pending.extend(needs[name])
     return [name for name, *_ in STAGES if name in wanted]
+
+
+def format_report(report: Report) -> str:
+    """What each stage exercised and found, then the failures: the rehearsal's closing lines."""
+    lines = ["[rehearsal] summary:"]
+    for name, what, _, _ in STAGES:
+        if name in report.results:
+            facts = report.results[name]
+            shown = "; ".join(
+                f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
+                for key, value in facts.items()
+                if key not in ("command", "commands")
+            )
+            lines.append(f"  ok      {name}: {what}\n          {shown}")
+        elif name in report.failures:
+            lines.append(f"  FAILED  {name}: {report.failures[name].splitlines()[0][:300]}")
+    return "\n".join(lines)

@@ -55,10 +55,13 @@ class Rehearsal:
         return self.store.uri(RUNS_PATH)
 
 
-def prep_into_bucket(rehearsal: Rehearsal) -> dict:
-    argv = ["python", "-m", "pipeline.prep", "--input", str(rehearsal.audio_dir), "--output", rehearsal.shards_uri,
+def prep_argv(rehearsal: Rehearsal) -> list[str]:
+    return ["python", "-m", "pipeline.prep", "--input", str(rehearsal.audio_dir), "--output", rehearsal.shards_uri,
             "--preset", "audiomae", "--segment-s", "3", "--no-progress"]  # fmt: skip
-    outcome = require_success(rehearsal.run("prep", argv))
+
+
+def prep_into_bucket(rehearsal: Rehearsal) -> dict:
+    outcome = require_success(rehearsal.run("prep", prep_argv(rehearsal)))
     keys = rehearsal.store.keys(SHARDS_PATH + "/")
     names = {key.rpartition("/")[2] for key in keys}
     expect("manifest.json" in names and "rejected.jsonl" in names, f"prep left no manifest/rejected.jsonl: {names}")
@@ -173,11 +176,14 @@ def newest_checkpoint_uri(rehearsal: Rehearsal, run_name: str) -> str:
     return rehearsal.store.uri(newest)
 
 
+def evaluate_argv(rehearsal: Rehearsal, checkpoint: str) -> list[str]:
+    return ["python", "-m", "pipeline.evaluate", "--checkpoint", checkpoint, "--tasks-dir", str(rehearsal.tasks_dir),
+            "--probe", "knn", "--seeds", "2", "--workers", "1", "--rankme-n", "64"]  # fmt: skip
+
+
 def evaluate_from_bucket(rehearsal: Rehearsal) -> dict:
     checkpoint = newest_checkpoint_uri(rehearsal, "uninterrupted")
-    argv = ["python", "-m", "pipeline.evaluate", "--checkpoint", checkpoint, "--tasks-dir", str(rehearsal.tasks_dir),
-            "--probe", "knn", "--seeds", "2", "--workers", "1", "--rankme-n", "64"]  # fmt: skip
-    outcome = require_success(rehearsal.run("evaluate", argv))
+    outcome = require_success(rehearsal.run("evaluate", evaluate_argv(rehearsal, checkpoint)))
     folder = checkpoint.partition("?")[0].removeprefix(f"s3://{rehearsal.store.bucket}/")
     result = _read_json(rehearsal, f"{folder}/evaluation/evaluation.json")
     expect(result["checkpoint_dir"].startswith("s3://"), f"evaluation names {result['checkpoint_dir']}")

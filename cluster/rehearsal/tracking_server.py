@@ -54,6 +54,16 @@ def _auth_config(root: Path, password: str) -> Path:
     return path
 
 
+def server_argv(root: Path, *, port: int, artifacts: str | None, basic_auth: bool) -> list[str]:
+    """The `mlflow server` command line (cluster/README.md shows it with its placeholders)."""
+    argv = [
+        "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+        "--serve-artifacts", "--artifacts-destination", artifacts or str(root / "artifacts"),
+    ]  # fmt: skip
+    return argv + (["--app-name", "basic-auth"] if basic_auth else [])
+
+
 @contextlib.contextmanager
 def running_mlflow_server(
     root: Path, *, artifacts: str | None = None, store_env: dict[str, str] | None = None, basic_auth: bool = False
@@ -70,16 +80,11 @@ def running_tracking_server(
     root: Path, *, artifacts: str | None = None, store_env: dict[str, str] | None = None, basic_auth: bool = False
 ) -> Iterator[TrackingServer]:
     port = free_port()
-    command = [
-        sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-        "--serve-artifacts", "--artifacts-destination", artifacts or str(root / "artifacts"),
-    ]  # fmt: skip
+    command = [sys.executable, "-m", *server_argv(root, port=port, artifacts=artifacts, basic_auth=basic_auth)]
     env = {**os.environ, **(store_env or {})}
     password = None
     if basic_auth:
         password = secrets.token_hex(24)
-        command += ["--app-name", "basic-auth"]
         env |= {
             "MLFLOW_AUTH_CONFIG_PATH": str(_auth_config(root, password)),
             "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(24),
