@@ -12,7 +12,7 @@ Floors, bottom to top (docs/architecture.md):
 
 from __future__ import annotations
 
-from tests.test_import_graph import import_graph, module_files
+from tests.test_import_graph import import_graph, imported_names, module_files
 
 PACKAGE_FLOORS = {"models": 0, "pipeline": 1, "sweeps": 2}
 SWEEPS_FLOORS = {"protocol": 0, "record": 1, "laws": 2, "report": 3, "study": 4}
@@ -69,3 +69,14 @@ def test_the_check_sees_an_upward_arrow_lazy_or_not():
         "pipeline.pretrain.driver -> pipeline.defaults (only entry points and sweeps build the defaults)",
         "sweeps.report.markdown -> sweeps.study.rule",
     ]
+
+
+def test_the_product_never_imports_the_cluster_rehearsal():
+    # cluster/rehearsal holds test doubles of a cloud's services (an S3 store, a tracking server).
+    offenders = [
+        f"{module} -> {name}"
+        for module, path in module_files().items()
+        for name in imported_names(module, path)
+        if name == "cluster" or name.startswith("cluster.")
+    ]
+    assert offenders == []

@@ -1,6 +1,6 @@
 """The rehearsal's command lines as cluster/README.md shows them: the same argv the stages run,
 rendered with the README's placeholders (the store on port 9000, the bucket audioscale-data, the
-tracking server on port 5000, AUDIO and TASKS for the generated folders). A test checks that each
+tracking server on port 5000, DIR for the generated folders). A test checks that each
 line is in the README, so the README's steps are exactly what the rehearsal runs.
 """
 
@@ -18,11 +18,11 @@ DOCUMENTED_PORT = 9000
 
 def documented_rehearsal() -> stages.Rehearsal:
     return stages.Rehearsal(
-        work=Path("WORK"),
+        work=Path("DIR"),
         store=ObjectStore(port=DOCUMENTED_PORT, admin=Credentials("KEY", "SECRET"), bucket="audioscale-data"),
         server=TrackingServer(uri="http://127.0.0.1:5000", password=None),
-        audio_dir=Path("AUDIO"),
-        tasks_dir=Path("TASKS"),
+        audio_dir=Path("DIR"),
+        tasks_dir=Path("DIR"),
     )
 
 
@@ -33,7 +33,7 @@ def documented_commands() -> list[str]:
     argvs = [
         ["python", "-m", "cluster.rehearsal.object_store", "--bucket", rehearsal.store.bucket, "--port", "9000"],
         server_argv(
-            Path("WORK/tracking"),
+            Path("DIR"),
             port=5000,
             artifacts=f"s3://{rehearsal.store.bucket}/{stages.ARTIFACTS_PATH}",
             basic_auth=True,
