@@ -23,11 +23,11 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from cluster.rehearsal.server_process import start_server, stop_group, wait_until_ready
 
 REGION = "us-east-1"
 START_TIMEOUT_S = 60.0
@@ -124,20 +124,6 @@ def _make_admin(endpoint: str) -> Credentials:
     return Credentials(key["AccessKeyId"], key["SecretAccessKey"])
 
 
-def _wait_for_port(server: subprocess.Popen, port: int, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"the object store exited with {server.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the object store did not listen on {port} in {START_TIMEOUT_S:.0f} s") from None
-            time.sleep(0.1)
-
-
 @contextlib.contextmanager
 def running_object_store(
     log_dir: Path, *, bucket: str = "audioscale-data", port: int | None = None
@@ -148,20 +134,20 @@ def running_object_store(
     log_path = Path(log_dir) / "object-store.log"
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_UNAUTHENTICATED_SETUP_REQUESTS)}
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = start_server(command, log_path, env=env)
     try:
-        _wait_for_port(server, port, log_path)
+        wait_until_ready(server, lambda: _listens(port), what="the object store", log_path=log_path,
+                         timeout_s=START_TIMEOUT_S)  # fmt: skip
         store = ObjectStore(port=port, admin=_make_admin(f"http://127.0.0.1:{port}"), bucket=bucket)
         store.create_bucket(bucket)
         yield store
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_group(server)
+
+
+def _listens(port: int) -> bool:
+    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

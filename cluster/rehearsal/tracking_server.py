@@ -13,15 +13,13 @@ import contextlib
 import dataclasses
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from cluster.rehearsal.object_store import free_port
+from cluster.rehearsal.server_process import start_server, stop_group, wait_until_ready
 
 START_TIMEOUT_S = 120  # the first start creates the SQLite schema (MLflow's migrations): ~10 s on 2 cores
 ADMIN = "admin"
@@ -90,43 +88,16 @@ def running_tracking_server(
             "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(24),
         }
     log_path = root / "mlflow-server.log"
-    with open(log_path, "w") as log:
-        # Its own session: `mlflow server` runs uvicorn in a child process, stopped with it as a group.
-        server = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True
-        )
+    server = start_server(command, log_path, env=env, cwd=root)
     uri = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_healthy(server, uri, log_path)
+        wait_until_ready(server, lambda: _healthy(uri), what="mlflow server", log_path=log_path,
+                         timeout_s=START_TIMEOUT_S)  # fmt: skip
         yield TrackingServer(uri=uri, password=password)
     finally:
-        _stop_group(server)
+        stop_group(server)
 
 
-def _stop_group(server: subprocess.Popen) -> None:
-    if server.poll() is not None:
-        return  # exited already (a failed start): its error is in the log
-    os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-
-
-def _wait_until_healthy(server: subprocess.Popen, uri: str, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {server.returncode}: {log_path.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"mlflow server did not answer {uri}/health in {START_TIMEOUT_S} s: {log_path.read_text()[-3000:]}"
-            )
-        time.sleep(0.5)
+def _healthy(uri: str) -> bool:
+    with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+        return response.status == 200
