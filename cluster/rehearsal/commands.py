@@ -38,25 +38,41 @@ class CommandFailed(RuntimeError):
     pass
 
 
-def run_command(
-    argv: list[str], *, env: dict[str, str], log_dir: Path, name: str, cwd: Path = REPO_ROOT, timeout_s: float = 900
-) -> Outcome:
-    """Run `argv` (a `python -m ...` line: `python` is this interpreter) with `env` over this
+@dataclasses.dataclass
+class Running:
+    """A command started in the background (`start_command`); `finish()` waits and gives its Outcome."""
+
+    process: subprocess.Popen
+    argv: list[str]
+    log_path: Path
+    started: float
+
+    def finish(self, timeout_s: float = 900) -> Outcome:
+        self.process.wait(timeout=timeout_s)
+        return Outcome(
+            argv=tuple(self.argv),
+            returncode=self.process.returncode,
+            seconds=time.monotonic() - self.started,
+            output=self.log_path.read_text(errors="replace"),
+            log_path=self.log_path,
+        )
+
+
+def start_command(argv: list[str], *, env: dict[str, str], log_dir: Path, name: str, cwd: Path = REPO_ROOT) -> Running:
+    """Start `argv` (a `python -m ...` line: `python` is this interpreter) with `env` over this
     process's environment; the output goes to log_dir/<name>.log."""
     argv = [sys.executable, *argv[1:]] if argv[0] == "python" else argv
     log_path = Path(log_dir) / f"{name}.log"
-    started = time.monotonic()
     with open(log_path, "w") as log:
-        completed = subprocess.run(
-            argv, env={**os.environ, **env}, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
-        )
-    return Outcome(
-        argv=tuple(argv),
-        returncode=completed.returncode,
-        seconds=time.monotonic() - started,
-        output=log_path.read_text(errors="replace"),
-        log_path=log_path,
-    )
+        process = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    return Running(process=process, argv=argv, log_path=log_path, started=time.monotonic())
+
+
+def run_command(
+    argv: list[str], *, env: dict[str, str], log_dir: Path, name: str, cwd: Path = REPO_ROOT, timeout_s: float = 900
+) -> Outcome:
+    """`start_command`, then wait for it."""
+    return start_command(argv, env=env, log_dir=log_dir, name=name, cwd=cwd).finish(timeout_s)
 
 
 def require_success(outcome: Outcome) -> Outcome:

@@ -6,9 +6,12 @@ to do (`pipeline.bucket_check`), not a traceback from a Ray worker.
 
 from __future__ import annotations
 
+import time
+
 from cluster.rehearsal.commands import Outcome
+from cluster.rehearsal.fault_proxy import fault_proxy
 from cluster.rehearsal.object_store import free_port
-from cluster.rehearsal.stages import Rehearsal, expect, pretrain_argv
+from cluster.rehearsal.stages import RUNS_PATH, Rehearsal, checkpoints_in_bucket, expect, pretrain_argv, read_json
 
 # The preflight's budget: pyarrow retries a refused connection for about 6 s before it gives up.
 PREFLIGHT_LIMIT_S = 30.0
@@ -41,3 +44,51 @@ def bucket_faults(rehearsal: Rehearsal) -> dict:
     outcome = rehearsal.run("fault-read-only", argv, **reader.env())
     cases["read-only policy"] = _refused(outcome, names="--storage-path", says="not write")
     return cases
+
+
+# Uploads slowed so that one checkpoint (~1.5 MB for the debug model) takes seconds to copy, and the
+# cut surely falls inside it; the store stays away long enough for the copy to give up.
+CUT_THROTTLE_BYTES_PER_S, CUT_FOR_S = 200 * 1024, 3.0
+
+
+def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
+    """Checkpoints go through a fault proxy that drops the store while step 6's checkpoint is being
+    copied, then lets it back with everything it had. The run must finish from whole checkpoints,
+    say which one did not arrive, and never offer that one as a checkpoint."""
+    store = rehearsal.store
+    with fault_proxy(store.port) as proxy:
+        argv = pretrain_argv(rehearsal, "cut")
+        argv[argv.index("--storage-path") + 1] = store.uri(RUNS_PATH, port=proxy.port)
+        proxy.throttle(CUT_THROTTLE_BYTES_PER_S)
+        running = rehearsal.start("fault-cut-mid-upload", argv)
+        cut_at = None
+        while running.process.poll() is None and cut_at is None:
+            if any("checkpoint_step_00000006/" in key for key in store.keys(f"{RUNS_PATH}/cut/")):
+                proxy.cut()
+                cut_at = time.monotonic() - running.started
+                time.sleep(CUT_FOR_S)
+                proxy.resume()
+                proxy.throttle(None)
+            time.sleep(0.1)
+        outcome = running.finish()
+    expect(cut_at is not None, "the run ended before step 6's checkpoint was copied: nothing was cut")
+    # The invariant, whichever file the cut fell in: every checkpoint folder left in the bucket is
+    # whole, or the run named it as not whole; the one it offers at the end is whole.
+    broken = [folder for folder, files in checkpoints_in_bucket(rehearsal, "cut").items()
+              if not _whole(rehearsal, folder, files)]  # fmt: skip
+    said = [line for line in outcome.output.splitlines() if "did not reach --storage-path whole" in line]
+    unsaid = [folder for folder in broken if not any(folder.rpartition("/")[2] in line for line in said)]
+    expect(not unsaid, f"incomplete checkpoints in the bucket that the run did not name: {unsaid}")
+    offered = outcome.last_line("checkpoint: s3://")
+    expect(not any(folder.rpartition("/")[2] in offered for folder in broken), f"an incomplete one offered: {offered}")
+    if outcome.returncode != 0:  # the final checkpoint was the one cut: the run must say so and fail
+        expect("final checkpoint" in outcome.output, f"exited {outcome.returncode} without saying why")
+    return {"cut_after_s": round(cut_at, 1), "seconds": outcome.seconds, "incomplete": len(broken),
+            "said": said[-1] if said else outcome.last_line("error")}  # fmt: skip
+
+
+def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
+    """model.json there, and every file whose sha256 it records (an S3 object is whole or absent)."""
+    if "model.json" not in files:
+        return False
+    return set(read_json(rehearsal, f"{folder}/model.json").get("sha256", {})) <= set(files)

@@ -30,6 +30,8 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      stages.artifacts_in_bucket, ("exact resume",)),
     ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
      faults.bucket_faults, ()),
+    ("cut mid-upload", "the store goes away while a checkpoint is copied: said, never resumed from or evaluated",
+     faults.store_cut_mid_upload, ("prep",)),
 ]  # fmt: skip
 
 

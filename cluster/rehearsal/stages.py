@@ -10,7 +10,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from cluster.rehearsal.commands import Outcome, require_success, run_command
+from cluster.rehearsal.commands import Outcome, Running, require_success, run_command, start_command
 from cluster.rehearsal.object_store import ObjectStore
 from cluster.rehearsal.tracking_server import TrackingServer
 
@@ -45,6 +45,9 @@ class Rehearsal:
 
     def run(self, name: str, argv: list[str], **extra_env: str) -> Outcome:
         return run_command(argv, env=self.env(**extra_env), log_dir=self.work / "logs", name=name)
+
+    def start(self, name: str, argv: list[str], **extra_env: str) -> Running:
+        return start_command(argv, env=self.env(**extra_env), log_dir=self.work / "logs", name=name)
 
     @property
     def shards_uri(self) -> str:
@@ -98,8 +101,10 @@ def checkpoints_in_bucket(rehearsal: Rehearsal, run_name: str) -> dict[str, dict
     found: dict[str, dict[str, int]] = {}
     for key, size in rehearsal.store.keys(f"{RUNS_PATH}/{run_name}/").items():
         folder, _, name = key.rpartition("/")
-        if folder.rpartition("/")[2].startswith("checkpoint_step_") and name:
-            found.setdefault(folder, {})[name] = size
+        if folder.rpartition("/")[2].startswith("checkpoint_step_"):
+            files = found.setdefault(folder, {})  # a folder marker alone ("…/checkpoint_step_N/") counts too
+            if name:
+                files[name] = size
     return found
 
 
@@ -140,7 +145,7 @@ def pretrain_and_resume_exactly(rehearsal: Rehearsal) -> dict:
     expect(len(checkpoints) >= 2, f"fewer than 2 checkpoints of the run in the bucket: {sorted(checkpoints)}")
     for folder, files in checkpoints.items():
         expect({"model.json", "model.safetensors", "train_state.pt"} <= set(files), f"{folder} holds {sorted(files)}")
-        meta = _read_json(rehearsal, f"{folder}/model.json")
+        meta = read_json(rehearsal, f"{folder}/model.json")
         expect(set(meta.get("sha256", {})) >= {"model.safetensors", "train_state.pt"}, f"{folder}: no sha256 record")
     return {
         "commands": [clean.shell, crashed.shell],
@@ -150,7 +155,7 @@ def pretrain_and_resume_exactly(rehearsal: Rehearsal) -> dict:
     }
 
 
-def _read_json(rehearsal: Rehearsal, key: str) -> dict:
+def read_json(rehearsal: Rehearsal, key: str) -> dict:
     return json.loads(rehearsal.store.client().get_object(Bucket=rehearsal.store.bucket, Key=key)["Body"].read())
 
 
@@ -185,7 +190,7 @@ def evaluate_from_bucket(rehearsal: Rehearsal) -> dict:
     checkpoint = newest_checkpoint_uri(rehearsal, "uninterrupted")
     outcome = require_success(rehearsal.run("evaluate", evaluate_argv(rehearsal, checkpoint)))
     folder = checkpoint.partition("?")[0].removeprefix(f"s3://{rehearsal.store.bucket}/")
-    result = _read_json(rehearsal, f"{folder}/evaluation/evaluation.json")
+    result = read_json(rehearsal, f"{folder}/evaluation/evaluation.json")
     expect(result["checkpoint_dir"].startswith("s3://"), f"evaluation names {result['checkpoint_dir']}")
     expect("MLflow run:" in outcome.output, "evaluate logged no MLflow run")
     return {"command": outcome.shell, "seconds": outcome.seconds, "Q": result["q"], "R": result["rankme"]}

@@ -42,6 +42,7 @@ from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume import announce_resume_point
 from pipeline.pretrain.resume_check import check_resume
+from pipeline.pretrain.stored_checkpoints import as_uri, missing_files
 from pipeline.ray_session import connect_ray
 from pipeline.shards.crops import check_segments_fit_crop
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
@@ -228,6 +229,14 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
     if result.checkpoint is None:
         run.finish("FAILED")
         raise RuntimeError(f"pretraining run {config.run_name!r} finished without a checkpoint")
+    lacking = missing_files(result.checkpoint.path, result.checkpoint.filesystem)
+    if lacking:
+        run.finish("FAILED")
+        raise RuntimeError(
+            f"pretraining run {config.run_name!r}: its final checkpoint {as_uri(result.checkpoint.path, config.storage_path)} "
+            f"did not reach --storage-path whole ({', '.join(lacking)} missing: its upload failed). Re-run with the "
+            "same --run-name: it resumes from the newest whole checkpoint."
+        )
     with result.checkpoint.as_directory() as checkpoint_dir:
         steps = int(read_checkpoint_meta(checkpoint_dir)["step"])
         log_encoder_artifact(run, checkpoint_dir)
@@ -237,7 +246,7 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
         run_name=config.run_name,
         run_id=run.run_id,
         tracking_uri=config.tracking_uri,
-        checkpoint_dir=result.checkpoint.path,
+        checkpoint_dir=as_uri(result.checkpoint.path, config.storage_path),
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get(RANKME_METRIC, [])).items()),
@@ -252,13 +261,20 @@ def _study_checkpoints(
 ) -> tuple[tuple[int, str], ...]:
     """(step, path) of the kept checkpoints, less those taken only for a preemption notice: resume
     points, not the study's evaluation points (--checkpoint-steps, --checkpoint-every, the last)."""
-    kept = [
-        (int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC)))
-        for checkpoint, metrics in result.best_checkpoints
-    ]
+    kept = []
+    for checkpoint, metrics in result.best_checkpoints:
+        lacking = missing_files(checkpoint.path, checkpoint.filesystem)
+        if lacking:  # an upload the store cut short, which Ray registered all the same
+            print(
+                f"pretrain: checkpoint {as_uri(checkpoint.path, config.storage_path)} did not reach --storage-path "
+                f"whole ({', '.join(lacking)} missing: its upload failed); it is not evaluated or resumed from",
+                file=sys.stderr,
+            )
+            continue
+        kept.append((int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC))))
     return tuple(
         sorted(
-            (step, path)
+            (step, as_uri(path, config.storage_path))
             for step, path, preemption_only in kept
             if not preemption_only or step == final_step or is_checkpoint_step(config, step)
         )

@@ -33,7 +33,7 @@ def test_a_stage_asked_for_alone_brings_the_stages_it_needs():
         _with_needs(("nope",))
 
 
-@pytest.mark.slow  # ~3 min on 2 cores: 5 pretraining and evaluation commands, each starting its own Ray
+@pytest.mark.slow  # ~4 min on 2 cores: 6 pretraining and evaluation commands, each starting its own Ray
 def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_server(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # prep's old bug wrote a folder named `s3:` into the working directory
     lines: list[str] = []
@@ -50,5 +50,7 @@ def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_serv
     assert 0.0 <= evaluation["Q"] <= 1.0 and math.isfinite(evaluation["R"]) and evaluation["R"] > 1.0
     assert report.results["artifacts"]["artifact_objects"] >= 2  # the encoder and the evaluation files
     assert set(report.results["faults"]) == {"wrong credentials", "missing bucket", "endpoint down", "read-only policy"}
+    cut = report.results["cut mid-upload"]
+    assert cut["cut_after_s"] > 0 and ("did not reach --storage-path whole" in cut["said"] or cut["incomplete"] == 0)
     assert not (tmp_path / "s3:").exists()
-    assert any("6/6 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
+    assert any("6/7 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
