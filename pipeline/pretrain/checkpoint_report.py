@@ -34,9 +34,11 @@ def report_with_checkpoint(
 
     The folder is written locally, then Ray copies it to storage: with --checkpoint-upload async in
     a thread while training goes on (ray.train.CheckpointUploadMode.ASYNC), so it must outlive this
-    call; Ray deletes it once copied (delete_local_checkpoint_after_upload). Ray registers a
-    checkpoint only after the whole copy, and a folder half copied when a node dies fails
-    `verify_checkpoint` (model.json holds every file's sha256), so a resume never picks one.
+    call; Ray deletes it once copied (delete_local_checkpoint_after_upload). A copy cut short (a
+    node dies, the store goes away) leaves a folder that fails `verify_checkpoint` (model.json holds
+    every file's sha256), so a resume never picks one; Ray may register it all the same, because
+    pyarrow ignores an error raised when it closes an upload stream, so the driver checks what
+    storage holds after the run (`pipeline.pretrain.stored_checkpoints`).
     """
     if rank != 0:
         ray.train.report(metrics)
