@@ -1,7 +1,7 @@
 """How long a checkpoint stops training: Ray Train's sync against async checkpoint upload, on CPU.
 
     python benchmarks/bench_checkpoint_stall.py [--model mae-en768-12] [--crop-frames 144]
-        [--steps 10] [--checkpoint-at 4] [--shards DIR]
+        [--steps 10] [--checkpoint-at 4] [--shards DIR] [--bucket-mb-per-s R]
 
 A real pretraining run (1 Ray Train worker, 1 CPU, batch 2) of a model over 100M parameters, with
 one checkpoint in the middle (weights + AdamW state: 12 bytes per parameter, 1.3 GB for the
@@ -14,13 +14,19 @@ lost = the stall plus every later step's time beyond the median (an async copy r
 Then the two parts of a checkpoint are timed apart, in this process, on the same model: the
 local write (safetensors + torch.save + sha256, `pipeline.checkpoint`) and the copy to a storage
 folder (`pyarrow.fs.copy_files`, as Ray Train does). Async upload can hide only the copy.
+
+With `--bucket-mb-per-s R` the storage is a bucket instead: the cluster rehearsal's S3-compatible
+store on loopback behind its fault proxy, throttled to R MB/s each way (slow storage), so the copy
+is the larger part, as on a cluster, and the runs show what async upload hides of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +34,8 @@ from pathlib import Path
 import mlflow
 import pyarrow.fs as pafs
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT_MODEL = "mae-en768-12"  # 111.3M parameters (models registry, study Table I)
 SHARDS_PRESET = "dasheng"  # the mae models' front end (64 mel bins)
@@ -49,7 +57,7 @@ def step_times(tracking_uri: str, run_id: str) -> dict[int, float]:
     return {step: stamps[step] - stamps[previous] for previous, step in zip(steps, steps[1:], strict=False)}
 
 
-def run_mode(mode: str, args: argparse.Namespace, shards: Path, work: Path) -> dict[int, float]:
+def run_mode(mode: str, args: argparse.Namespace, shards: Path, work: Path, storage: str | None) -> dict[int, float]:
     from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 
     result = run_pretraining(
@@ -58,7 +66,7 @@ def run_mode(mode: str, args: argparse.Namespace, shards: Path, work: Path) -> d
             steps=args.steps, global_batch_size=2, num_workers=1, cpus_per_worker=1.0, log_every_steps=1,
             checkpoint_every_steps=args.steps, checkpoint_steps=(args.checkpoint_at,), rankme_every_steps=0,
             system_metrics_every_s=0,
-            run_name=f"stall-{mode}", storage_path=str(work / "ray"), tracking_uri=f"sqlite:///{work / 'mlflow.db'}",
+            run_name=f"stall-{mode}", storage_path=storage or str(work / "ray"), tracking_uri=f"sqlite:///{work / 'mlflow.db'}",
             max_failures=0, checkpoint_upload=mode,
         )
     )  # fmt: skip
@@ -103,6 +111,19 @@ def time_checkpoint_parts(args: argparse.Namespace, work: Path) -> tuple[float, 
     return written - started, copied - written, size_gb
 
 
+def slow_bucket(stack: contextlib.ExitStack, work: Path, bytes_per_s: float) -> str:
+    """A bucket URI on the rehearsal's store behind a proxy that passes `bytes_per_s`; the store's
+    credentials go into this process's environment, which the local Ray's workers inherit."""
+    from cluster.rehearsal.fault_proxy import fault_proxy
+    from cluster.rehearsal.object_store import running_object_store
+
+    store = stack.enter_context(running_object_store(work))
+    proxy = stack.enter_context(fault_proxy(store.port))
+    proxy.throttle(bytes_per_s)
+    os.environ.update(store.admin.env())
+    return store.uri("ray", port=proxy.port)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
@@ -112,6 +133,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--checkpoint-at", type=int, default=4, help="the checkpoint in the middle")
     parser.add_argument("--shards", default=None, help=f"{SHARDS_PRESET} shards (default: tiny ones built in /tmp)")
+    parser.add_argument("--bucket-mb-per-s", type=float, default=None, help="storage: a bucket throttled to this")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
@@ -121,9 +143,13 @@ def main() -> None:
         f"checkpoint after step {args.checkpoint_at}"
     )
     rows = {}
-    with tempfile.TemporaryDirectory(prefix="bench-stall-") as work:
+    with tempfile.TemporaryDirectory(prefix="bench-stall-") as work, contextlib.ExitStack() as stack:
+        storage = None
+        if args.bucket_mb_per_s:
+            storage = slow_bucket(stack, Path(work), args.bucket_mb_per_s * 1e6)
+            print(f"storage: {storage.partition('?')[0]}, throttled to {args.bucket_mb_per_s:g} MB/s")
         for mode in ("sync", "async"):
-            times = run_mode(mode, args, shards, Path(work) / mode)
+            times = run_mode(mode, args, shards, Path(work) / mode, storage)  # run names differ per mode
             rows[mode] = stall(times, args.checkpoint_at)
             print(f"  {mode:<5} step times (s): " + " ".join(f"{step}:{t:.2f}" for step, t in sorted(times.items())))
         write_s, copy_s, size_gb = time_checkpoint_parts(args, Path(work) / "parts")
