@@ -28,10 +28,10 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      stages.evaluate_from_bucket, ("exact resume",)),
     ("artifacts", "MLflow artifacts reach the bucket through the tracking server",
      stages.artifacts_in_bucket, ("exact resume",)),
-    ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
-     faults.bucket_faults, ()),
     ("cut mid-upload", "the store goes away while a checkpoint is copied: said, never resumed from or evaluated",
      faults.store_cut_mid_upload, ("prep",)),
+    ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
+     faults.bucket_faults, ()),
 ]  # fmt: skip
 
 
