@@ -4,7 +4,8 @@ Starts an S3-compatible store (`cluster.rehearsal.object_store`) and an `mlflow 
 artifacts go to the store's bucket behind MLflow's basic-auth app, then runs each stage of
 cluster/README.md with every input and output remote: prep into the bucket, pretraining with 2
 workers from and into the bucket (killed mid-run and resumed exactly), a resume past a truncated
-checkpoint, evaluation of a bucket checkpoint, and the faults a bucket brings. It prints a line per
+checkpoint, evaluation of a bucket checkpoint, the store going away mid-upload, and the faults a
+bucket brings before any work. It prints a line per
 stage as it goes and a summary at the end; exit code 0 when every check held.
 """
 
