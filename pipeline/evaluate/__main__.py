@@ -11,7 +11,7 @@ import safetensors
 import torch
 
 from pipeline import paths
-from pipeline.bucket_check import without_query
+from pipeline.bucket_check import check_bucket, without_query
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.checkpoint_copy import child_uri, copy_up, local_checkpoint
 from pipeline.cli_errors import UserError, run_cli
@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_hear_module(config, probe_training)
     if config.model_file or config.rankme_crop_frames is not None:
         raise UserError("--model-file and --rankme-crop-frames go with --hear-module")
+    if config.output and is_uri(config.output):
+        check_bucket(config.output, what="--output", write=True)  # before any embedding is computed
     source = config.checkpoint or checkpoint_dir_of_run(config.tracking_uri, config.run_id)
     if is_uri(source):
         with local_checkpoint(source) as local:
@@ -123,14 +125,15 @@ def _evaluate(config: EvaluateConfig, checkpoint_dir: Path, probe_training, work
 
 
 def _write_results_beside(result, output: str | None, checkpoint_dir: Path, shown_as: str) -> str:
-    """evaluation.json and .csv in --output, else in the checkpoint's `evaluation/` (in its bucket
-    when it came from one); returns where, for the closing line."""
-    if output or not shown_as:
-        json_path, csv_path = write_results(result, output or checkpoint_dir / "evaluation")
+    """evaluation.json and .csv in --output (a folder or a bucket URI), else in the checkpoint's
+    `evaluation/` (in its bucket when it came from one); returns where, for the closing line."""
+    destination = output or (child_uri(shown_as, "evaluation") if shown_as else str(checkpoint_dir / "evaluation"))
+    if not is_uri(destination):
+        json_path, csv_path = write_results(result, destination)
         return f"{json_path} and {csv_path}"
     with tempfile.TemporaryDirectory(prefix="audioscale-evaluation-") as directory:
         write_results(result, Path(directory))
-        uploaded = copy_up(Path(directory), child_uri(shown_as, "evaluation"), what="--checkpoint")
+        uploaded = copy_up(Path(directory), destination, what="--output" if output else "--checkpoint")
     return f"{uploaded}/evaluation.json and {uploaded}/evaluation.csv"
 
 

@@ -221,3 +221,16 @@ def test_knn_cli_reports_the_test_clip_interval_not_a_zero_width_one(tmp_path, t
     metrics = read_run(tracking_uri, saved["run_id"])["metrics"]
     assert "tones/ci_low" not in metrics
     assert metrics["tones/test_ci_low"][0][1] == pytest.approx(low) and metrics["tones/test_ci_high"][0][1] > low
+
+
+def test_results_go_to_a_bucket_output(tmp_path, tracking_uri, bucket_env, monkeypatch):
+    """`--output s3://...` puts evaluation.json and .csv in the bucket, not in a local folder named `s3:`."""
+    monkeypatch.chdir(tmp_path)  # where a path join of the URI would have made that folder
+    tasks_dir = build_tiny_tasks(tmp_path / "tasks")
+    args = ["--checkpoint", str(_checkpoint(tmp_path / "ckpt", step=3)), "--tasks-dir", str(tasks_dir), "--tasks",
+            "tones", "--probe", "knn", "--task-rankme-n", "40", "--tracking-uri", tracking_uri,
+            "--output", bucket_env.uri("evaluations/ckpt")]  # fmt: skip
+    assert main(args) == 0
+    keys = bucket_env.keys("evaluations/ckpt/")
+    assert {"evaluations/ckpt/evaluation.json", "evaluations/ckpt/evaluation.csv"} <= set(keys)
+    assert not (tmp_path / "s3:").exists()
