@@ -50,9 +50,3 @@ def copy_up(local_dir: Path, uri: str, *, what: str) -> str:
     filesystem, path = open_uri(uri, what=what)
     pafs.copy_files(str(local_dir), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=filesystem)
     return without_query(uri)
-
-
-def child_uri(uri: str, name: str) -> str:
-    """The entry `name` under the folder `uri`, the URI's options kept."""
-    base, _, query = uri.partition("?")
-    return f"{base.rstrip('/')}/{name}" + (f"?{query}" if query else "")

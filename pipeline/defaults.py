@@ -17,6 +17,7 @@ from pipeline.corpus.sources.pretrain_corpus import (
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir, shards_dir_for
 from pipeline.prep.run import PrepConfig, run_prep
+from pipeline.storage_uri import child_location
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -35,8 +36,9 @@ def ensure_shards(
     ray_address: str | None = None,
     root: str | Path | None = None,
     show_progress: bool = True,
-) -> Path:
-    """Mel shards of `corpus_dir` for one preset and hour budget; prep reuses finished output."""
+) -> Path | str:
+    """Mel shards of `corpus_dir` for one preset and hour budget (a folder, or a URI under a bucket
+    `root`); prep reuses finished output."""
     output_dir = shards_dir_for(preset_name=preset_name, max_hours=max_hours, root=root)
     result = run_prep(
         PrepConfig(
@@ -50,7 +52,9 @@ def ensure_shards(
         )
     )
     if result.exit_code != 0:
-        raise RuntimeError(f"prep produced no rows from {corpus_dir}; see {output_dir / 'rejected.jsonl'}")
+        raise RuntimeError(
+            f"prep produced no rows from {corpus_dir}; see {child_location(output_dir, 'rejected.jsonl')}"
+        )
     return output_dir
 
 

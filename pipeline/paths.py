@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pipeline.storage_uri import child_location
+
 
 def audioscale_home() -> Path:
     """`$AUDIOSCALE_HOME`, or `~/audioscale` when unset; always absolute."""
@@ -28,10 +30,11 @@ def default_shards_dir() -> Path:
     return audioscale_home() / "shards"
 
 
-def shards_dir_for(*, preset_name: str, max_hours: float | None, root: str | Path | None = None) -> Path:
-    """One shard directory per (preset, hour budget): nested subsets of the same corpus."""
+def shards_dir_for(*, preset_name: str, max_hours: float | None, root: str | Path | None = None) -> Path | str:
+    """One shard directory per (preset, hour budget): nested subsets of the same corpus. Under a
+    bucket URI root (`s3://BUCKET/shards?endpoint_override=...`), a URI with the root's options."""
     name = preset_name if max_hours is None else f"{preset_name}-h{max_hours:g}"
-    return Path(root or default_shards_dir()) / name
+    return child_location(root or default_shards_dir(), name)
 
 
 def default_ray_storage_dir() -> Path:

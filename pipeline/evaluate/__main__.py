@@ -13,7 +13,7 @@ import torch
 from pipeline import paths
 from pipeline.bucket_check import check_bucket, without_query
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
-from pipeline.checkpoint_copy import child_uri, copy_up, local_checkpoint
+from pipeline.checkpoint_copy import copy_up, local_checkpoint
 from pipeline.cli_errors import UserError, run_cli
 from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.evaluate.config import NO_LID_HEAD, EvaluateConfig, probe_training_from
@@ -25,7 +25,7 @@ from pipeline.evaluate.tracking import (
     log_evaluation,
     pretraining_run_id,
 )
-from pipeline.shards.location import is_uri
+from pipeline.storage_uri import child_uri, is_uri
 
 __all__ = ["EvaluateConfig", "build_parser", "check_device", "main", "parse_config", "probe_training_from"]
 

@@ -29,6 +29,7 @@ from pipeline.pretrain.model_facts import ModelFacts, describe_model
 from pipeline.pretrain.optim import LR_SCHEDULE_KINDS
 from pipeline.pretrain.resources import default_worker_cpus
 from pipeline.rankme.pool import MIN_POOL_CROPS
+from pipeline.shards.location import is_uri
 from pipeline.tracking.setup import resolve_tracking_uri
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.
@@ -271,7 +272,12 @@ class PretrainConfig:
     def model_build_overrides(self) -> dict[str, Any]:
         """`models.build_model` keyword arguments: the overrides plus the crop and mask ratio if set."""
         run_level = {name: getattr(self, name) for name in RUN_LEVEL_MODEL_FIELDS if getattr(self, name) is not None}
-        return {**self.model_overrides, **run_level}
+        overrides = {**self.model_overrides, **run_level}
+        if is_uri(overrides.get("codebook", "")):  # a codebook in a bucket: this machine's copy of it
+            from pipeline.targets.stored_codebook import local_codebook  # only HuBERT runs need the target stage
+
+            overrides["codebook"] = str(local_codebook(overrides["codebook"]))
+        return overrides
 
     def describe_model(self) -> ModelFacts:
         """The model's spec, sizes and FLOPs from a build without weights."""

@@ -4,7 +4,8 @@ A HuBERT run given no `--override codebook=DIR` gets the target stage's codebook
 shards (`pipeline.targets.ensure_codebook`, iteration 1: k-means on MFCCs): reused from
 `<shards>/targets/` when one was fitted with the same settings, fitted now (on the driver, before Ray
 starts the workers) otherwise. The folder then travels as an override (an absolute path the workers
-read); every checkpoint carries a copy of it (`pipeline.checkpoint.CODEBOOK_DIR`) for evaluation.
+read, or a bucket URI each machine copies down: `pipeline.targets.stored_codebook`); every checkpoint
+carries a copy of it (`pipeline.checkpoint.CODEBOOK_DIR`) for evaluation.
 
 The automatic codebook is HuBERT's iteration 1 (MFCC, k 100) for every size. The HuBERT paper trains
 Large / X-Large on k 500 clusters of a second-iteration Base's layer 9: give such a codebook with
@@ -26,15 +27,11 @@ def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) ->
     """`config` and `model` unchanged unless the model needs a codebook and was given none."""
     if not model.needs_codebook or "codebook" in config.model_overrides:
         return config, model
-    if is_uri(shards_dir):
-        raise ValueError(
-            f"--model {config.model_name} predicts k-means targets and its shards {shards_dir} are not on a local "
-            "path the target stage can cache into: run `python -m pipeline.targets --shards <a local copy>` and "
-            "pass --override codebook=<the folder it prints> (a path every worker can read)"
-        )
     from pipeline.targets.codebook import ensure_codebook
 
-    directory = ensure_codebook(Path(shards_dir).absolute(), crop_frames=model.spec.crop_frames)
+    # Shards in a bucket keep their codebook in the bucket, where every worker finds it.
+    where = shards_dir if is_uri(shards_dir) else Path(shards_dir).absolute()
+    directory = ensure_codebook(where, crop_frames=model.spec.crop_frames)
     print(
         f"targets: {config.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
         "--override codebook=DIR for another)",

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
-import urllib.parse
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+from pipeline.storage_uri import child_location, is_uri
+
+__all__ = ["ShardLocation", "ShardLocationError", "is_uri", "locate_shards"]
 
 
 class ShardLocationError(ValueError):
     """A shard location that names no filesystem pyarrow can open."""
-
-
-def is_uri(location: str | Path) -> bool:
-    return not isinstance(location, Path) and bool(_URI_SCHEME.match(str(location)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,10 +38,7 @@ class ShardLocation:
 
     def as_given(self, name: str) -> str | Path:
         """The entry `name` in the form the location was given: a Path for a folder, else a URI."""
-        if not is_uri(self.given):
-            return Path(self.given) / name
-        parts = urllib.parse.urlsplit(str(self.given))
-        return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{name}"))
+        return child_location(self.given, name)
 
     def read_text(self, name: str) -> str | None:
         """The UTF-8 text of the file `name`, or None when there is no such file."""

@@ -4,6 +4,8 @@
         [--sample-fraction 0.1] [--max-sample-crops N] [--seed 0] [--output DIR] [--refit]
     python -m pipeline.targets --shards DIR --features hubert --teacher CHECKPOINT_DIR [--teacher-layer 6]
         [--device cuda]
+    python -m pipeline.targets --shards "s3://BUCKET/shards?endpoint_override=HOST:PORT&scheme=http"
+        (shards in a bucket: the codebook goes to their targets/ folder in the bucket)
 
 Prints the codebook directory on stdout (progress goes to stderr), so a script can capture it.
 Exit status: 0 on success, 2 for a usage error (not a waveform shard set, too few frames for K, ...).
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from pipeline.bucket_check import check_bucket
 from pipeline.cli_errors import run_cli
 from pipeline.shards.format import read_manifest
 from pipeline.targets.codebook import (
@@ -63,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the draw, the crops and k-means")
     parser.add_argument(
-        "--output", type=Path, default=None, help="folder to hold the codebook folder (default: SHARDS/targets)"
+        "--output",
+        default=None,
+        help="folder or bucket URI to hold the codebook folder (default: SHARDS/targets, in the bucket for "
+        "shards in a bucket)",
     )
     parser.add_argument("--refit", action="store_true", help="fit again even when a finished codebook is cached")
     return parser
@@ -76,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         max_sample_crops=args.max_sample_crops, seed=args.seed, teacher_checkpoint=args.teacher,
         teacher_layer=args.teacher_layer,
     )  # fmt: skip
+    # A wrong key, a missing bucket or a read-only policy: one line now, not after the fit.
+    check_bucket(args.shards, what="--shards", write=args.output is None)
+    if args.output is not None:
+        check_bucket(args.output, what="--output", write=True)
     directory = codebook_dir(args.shards, settings, args.output)
     if not args.refit and finished_codebook(directory, read_manifest(args.shards)["fingerprint"], settings):
         print_progress(

@@ -3,7 +3,8 @@
 A codebook is named by its key, a hash of the shard set's fingerprint (from its manifest.json) and
 every target setting; `ensure_codebook` keeps them under `<shards>/targets/<key>/` and fits one only
 when no finished codebook with that key is there. A fit is written into a temporary sibling folder
-and renamed into place at the end, so an interrupted fit never looks finished.
+and renamed into place at the end, so an interrupted fit never looks finished. Shards in a bucket
+keep their codebooks in the bucket (`pipeline.targets.stored_codebook`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,12 +31,14 @@ from models.wave.hubert_codebook import (
     read_codebook,
 )
 from models.wave.hubert_teacher import FrozenHubertTeacher
+from pipeline.bucket_check import without_query
 from pipeline.shards.format import TARGETS_DIR_NAME, read_manifest
-from pipeline.shards.location import is_uri
+from pipeline.storage_uri import child_location, is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
 from pipeline.targets.kmeans import TooFewFramesError, fit_kmeans
 from pipeline.targets.sample import check_waveform_manifest, read_sample_crops
 from pipeline.targets.settings import TargetSettings
+from pipeline.targets.stored_codebook import local_codebook, upload_codebook
 from pipeline.targets.teacher import (
     load_teacher,
     save_teacher_weights,
@@ -62,28 +66,33 @@ def codebook_key(shard_fingerprint: str, settings: TargetSettings) -> str:
     return f"{settings.features}-k{settings.clusters}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
-def codebook_dir(shards_dir: str | Path, settings: TargetSettings, cache_dir: Path | None = None) -> Path:
-    """Where the codebook of these shards and settings lives: `<cache_dir or shards/targets>/<key>`."""
+def codebook_dir(shards_dir: str | Path, settings: TargetSettings, cache_dir: str | Path | None = None) -> str | Path:
+    """Where the codebook of these shards and settings lives: `<cache_dir or shards/targets>/<key>`, a
+    local folder or a URI in a bucket (shards in a bucket keep their codebooks there by default)."""
     manifest = read_manifest(shards_dir)
     check_waveform_manifest(shards_dir, manifest)
     if cache_dir is None:
-        if is_uri(shards_dir):
-            raise ValueError(
-                f"shards at {shards_dir} are not a local folder: pass a local --output folder for the codebook"
-            )
-        cache_dir = Path(shards_dir) / TARGETS_DIR_NAME
-    return Path(cache_dir) / codebook_key(manifest["fingerprint"], settings)
+        cache_dir = child_location(shards_dir, TARGETS_DIR_NAME)
+    return child_location(cache_dir, codebook_key(manifest["fingerprint"], settings))
 
 
 def fit_codebook(
     shards_dir: str | Path,
     settings: TargetSettings,
-    output_dir: Path,
+    output_dir: str | Path,
     log: Callable[[str], None] = print_progress,
     device: str = "cpu",
-) -> Path:
-    """Sample crops, compute features, fit k-means, write `output_dir`; returns it. `device` runs the
-    teacher of iteration-2 features (MFCC runs on the CPU)."""
+) -> str | Path:
+    """Sample crops, compute features, fit k-means, write `output_dir` (a folder or a URI); returns it.
+    `device` runs the teacher of iteration-2 features (MFCC runs on the CPU)."""
+    if is_uri(output_dir):  # fitted in a local folder of the same name, then uploaded
+        key = str(output_dir).partition("?")[0].rstrip("/").rpartition("/")[2]
+        with tempfile.TemporaryDirectory(prefix="audioscale-codebook-") as staging:
+            fit_codebook(shards_dir, settings, Path(staging) / key, log, device)
+            upload_codebook(Path(staging) / key, str(output_dir))
+        log(f"targets: uploaded the codebook to {without_query(str(output_dir))}")
+        return output_dir
+    output_dir = Path(output_dir)
     started = time.monotonic()
     shard_manifest = read_manifest(shards_dir)
     teacher = None
@@ -176,17 +185,17 @@ def write_codebook(
     temporary.rename(output_dir)
 
 
-def finished_codebook(directory: Path, shard_fingerprint: str, settings: TargetSettings) -> bool:
-    """A readable codebook made from these shards with these settings is in `directory`."""
+def finished_codebook(directory: str | Path, shard_fingerprint: str, settings: TargetSettings) -> bool:
+    """A readable codebook made from these shards with these settings is in `directory` (a folder or a URI)."""
     try:
-        manifest = read_codebook(directory).manifest
+        manifest = read_codebook(local_codebook(directory)).manifest
     except CodebookError:
         return False
     return manifest["shards"]["fingerprint"] == shard_fingerprint and manifest["settings"] == settings.to_dict()
 
 
 def ensure_codebook(
-    shards_dir: Path,
+    shards_dir: str | Path,
     *,
     features: str = "mfcc",
     clusters: int | None = None,
@@ -196,10 +205,10 @@ def ensure_codebook(
     seed: int = 0,
     teacher_checkpoint: str | Path | None = None,
     teacher_layer: int | None = None,
-    cache_dir: Path | None = None,
+    cache_dir: str | Path | None = None,
     device: str = "cpu",
     log: Callable[[str], None] = print_progress,
-) -> Path:
+) -> str | Path:
     """The codebook directory for these shards and settings: reused when a finished one is cached,
     fitted otherwise. Unset `clusters`, `max_sample_crops` and `teacher_layer` take HuBERT's choices for
     the features (mfcc: k 100; hubert: k 500, layer 6, at most 2,000 crops)."""
