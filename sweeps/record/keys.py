@@ -78,6 +78,8 @@ REPORT_DIR = "laws"  # the analysis' artifact folder: report.md and its figures 
 # A trial's child run.
 STATUS_TAG = "audioscale.trial_status"
 ERROR_TAG = "audioscale.trial_error"
+# Which run of the study driver recorded the failure: a retry within that run does not run it again.
+FAILED_IN_ATTEMPT_TAG = "audioscale.failed_in_attempt"
 STOPPED_AT_STEP_TAG = "audioscale.stopped_at_step"
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"

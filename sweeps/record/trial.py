@@ -127,8 +127,11 @@ class TrialRecord:
         )  # fmt: skip
 
 
-def mark_trial_failed(run: tracking.TrackedRun, error: str) -> None:
-    run.set_tags({keys.STATUS_TAG: keys.STATUS_FAILED, keys.ERROR_TAG: error[:5000]})
+def mark_trial_failed(run: tracking.TrackedRun, error: str, *, attempt_id: str = "") -> None:
+    """Record the trial's error; `attempt_id`: the study driver's run that saw it (sweeps.study.driver)."""
+    run.set_tags(
+        {keys.STATUS_TAG: keys.STATUS_FAILED, keys.ERROR_TAG: error[:5000], keys.FAILED_IN_ATTEMPT_TAG: attempt_id}
+    )
     run.finish("FAILED")
 
 

@@ -123,7 +123,13 @@ class StudyConfig:
     corpus_dir: str | None = flag(
         "--corpus", None, "pretraining audio (default: the embedded corpus, built if missing)"
     )
-    shards_root: str | None = filled_by_program()
+    shards_root: str | None = flag(
+        "--shards", None,
+        "root of the study's shard sets, a folder or a bucket URI (s3://BUCKET/PATH?endpoint_override=HOST:PORT"
+        "&scheme=http): each front end and hour budget reads <root>/<preset>[-h<hours>]. Given without --corpus, "
+        "shard sets already there are used as they are; missing ones are built there from the corpus "
+        "(default: the embedded shards folder)",
+    )  # fmt: skip
     tasks_dir: str | None = flag("--tasks", None, "HEAR task directory (default: the embedded tasks, built if missing)")
 
     # How the trials run.

@@ -34,3 +34,5 @@ class StudyContext:
     eval_checkpoints: str = "final"
     # Forward every training report (step, loss, rankme) to Tune, for the RankMe early-stop scheduler.
     rankme_early_stop: bool = False
+    # This run of the study driver (a resume is another): a trial that failed in it is not retried in it.
+    attempt_id: str = ""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ from sweeps.study.grids import TrialSpec, expand_grids
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
 from sweeps.study.tracking import log_study_analysis, study_comparisons
-from sweeps.study.trial import prepare_study_shards
+from sweeps.study.trial import existing_shard_sets, prepare_study_shards
 
 __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
 
@@ -71,10 +72,41 @@ def _load_runner(path: str):
     return getattr(importlib.import_module(module_name), function_name)
 
 
+# Tune runs a trial again when its process died with its node (a cluster losing a worker node, a
+# preempted spot instance): the rerun takes over the trial's child run and its pretraining resumes
+# from the last checkpoint in --storage-path. Tune cannot tell that from a trial that raised, so a
+# rerun of a trial this driver run already saw fail stops at once (`_refuse_a_rerun_of_a_failure`).
+NODE_LOSS_RETRIES = 2
+
+
+class TrialFailedEarlier(RuntimeError):
+    """Tune's rerun of a trial that raised in this run of the driver: not run twice."""
+
+
+def _error_in_this_attempt(context: StudyContext, trial_name: str) -> str | None:
+    """The error the trial recorded in this run of the driver, if it raised in it."""
+    run_id = tracking.find_run_id(
+        context.tracking_uri, STUDY_EXPERIMENT, child_run_name(context.study_name, trial_name)
+    )
+    if run_id is None:
+        return None
+    tags = tracking.attach_run(context.tracking_uri, run_id).tags()
+    if tags.get(keys.STATUS_TAG) == keys.STATUS_FAILED and tags.get(keys.FAILED_IN_ATTEMPT_TAG) == context.attempt_id:
+        return tags.get(keys.ERROR_TAG, "failed")
+    return None
+
+
+def _refuse_a_rerun_of_a_failure(context: StudyContext, trial_name: str) -> None:
+    error = _error_in_this_attempt(context, trial_name)
+    if error is not None:
+        raise TrialFailedEarlier(error)
+
+
 def study_trainable(config: dict[str, Any]) -> None:
     """One Tune trial: run the trial into its child run, then report Q to Tune."""
     spec = TrialSpec(**config["trial"])
     context = StudyContext(**config["context"])
+    _refuse_a_rerun_of_a_failure(context, spec.name)
     child = tracking.start_or_resume_run(
         tracking_uri=context.tracking_uri,
         experiment_name=STUDY_EXPERIMENT,
@@ -87,7 +119,7 @@ def study_trainable(config: dict[str, Any]) -> None:
         result.write(child, study_run=tracking.attach_run(context.tracking_uri, context.parent_run_id))
         child.finish()
     except Exception as error:
-        mark_trial_failed(child, f"{type(error).__name__}: {error}")
+        mark_trial_failed(child, f"{type(error).__name__}: {error}", attempt_id=context.attempt_id)
         raise
     tune.report({keys.Q_METRIC: result.q, keys.RANKME_METRIC: result.rankme})
 
@@ -170,6 +202,7 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
     context = StudyContext(
         study_name=study_name,
         parent_run_id=parent.run_id,
+        attempt_id=uuid.uuid4().hex[:12],
         tracking_uri=uri,
         storage_path=str(config.storage_path or paths.default_ray_storage_dir()),
         corpus_dir=str(config.corpus_dir or paths.default_corpus_dir()),
@@ -209,15 +242,25 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
     try:
         if config.prepare_shards:
             say("checking the corpus, tasks and shards the trials need (built once, then reused)")
+            # --shards without --corpus: shard sets already there (prepped into a bucket) are used as they are.
+            present = (
+                existing_shard_sets(trials, context.shards_root)
+                if config.shards_root is not None and config.corpus_dir is None
+                else None
+            )
             # The embedded defaults: build the default corpus / tasks the user did not replace.
-            build_default_inputs(corpus=config.corpus_dir is None, tasks=config.tasks_dir is None)
-            prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
+            build_default_inputs(corpus=config.corpus_dir is None and present is None, tasks=config.tasks_dir is None)
+            if present is None:
+                prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
+            else:
+                say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
                 log_study_baselines(setup, context, say)
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
-        progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent)]
+        raised = lambda name: _error_in_this_attempt(context, name) is not None  # noqa: E731
+        progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent, raised=raised)]
         failed = _fan_out(
             trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler, callbacks=progress
         )
@@ -277,7 +320,7 @@ def _fan_out(
         run_config=tune.RunConfig(
             name=context.study_name,
             storage_path=context.storage_path,
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=tune.FailureConfig(max_failures=NODE_LOSS_RETRIES),
             verbose=0,  # Tune's own tables: replaced by the progress lines
             callbacks=callbacks,
         ),

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.bucket_check import check_bucket
 from pipeline.corpus.tasks.build import TASK_BUILDERS
 from pipeline.evaluate.task_data import check_task_files, list_task_dirs, read_task_info
+from pipeline.storage_uri import is_uri
 from pipeline.tracking import runs as tracking
 from pipeline.writable import check_writable_dir
 from sweeps.protocol.task_set import TaskSetCheck, check_task_set
@@ -33,8 +35,12 @@ def check_study_inputs(config: StudyConfig) -> TaskSetCheck:
                 f"--corpus {corpus}: no audio files there; pass a directory of audio (or leave --corpus "
                 "out for the embedded corpus)"
             )
-    for flag, place in (("--storage-path", config.storage_path), ("the shards folder", config.shards_root)):
-        if place is not None and "://" not in place:
+    for flag, place in (("--storage-path", config.storage_path), ("--shards", config.shards_root)):
+        if place is None:
+            continue
+        if is_uri(place):  # a wrong key, a missing bucket, a store that is down: one line, now
+            check_bucket(place, what=flag, write=flag == "--storage-path")
+        else:
             check_writable_dir(place, what=flag)  # a file there, read-only or full: one line, now
     if config.address is None and config.gpus_per_trial > 0:
         _check_local_gpus(config.gpus_per_trial)

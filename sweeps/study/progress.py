@@ -31,12 +31,23 @@ def progress_writer(*, quiet: bool) -> Callable[[str], None]:
 
 
 class StudyProgress(Callback):
-    def __init__(self, n_trials: int, *, max_concurrent: int, write: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        n_trials: int,
+        *,
+        max_concurrent: int,
+        write: Callable[[str], None] | None = None,
+        raised: Callable[[str], bool] = lambda name: False,
+    ) -> None:
+        """`raised(name)`: whether the trial recorded an error of its own in this run of the driver (Tune
+        reruns it as it reruns a trial whose process was lost; only the second is worth a line)."""
         self.n_trials, self.max_concurrent = n_trials, max(1, max_concurrent)
         self.started: dict[str, float] = {}
         self.durations: list[float] = []
         self.n_failed = 0
         self.last_step: dict[str, int] = {}
+        self.rerun: set[str] = set()  # trials Tune is running again
+        self.raised = raised
         self.begun = time.monotonic()
         self._say = write or progress_writer(quiet=False)
 
@@ -54,9 +65,22 @@ class StudyProgress(Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
         name = trial.config["trial"]["name"]
+        if name in self.rerun:  # Tune's rerun of a trial whose process ended (on_trial_recover said so)
+            self.started[name] = time.monotonic()
+            self._say(f"trial {name} running again")
+            return
         self.started[name] = time.monotonic()
         position = len(self.durations) + self.n_failed + len(self.started)
         self._say(f"trial {position}/{self.n_trials} started: {name}")
+
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """The trial ended without finishing and Tune runs it again (sweeps.study.driver.NODE_LOSS_RETRIES)."""
+        name = trial.config["trial"]["name"]
+        self.started.pop(name, None)
+        self.rerun.add(name)
+        if self.raised(name):
+            return  # the trial raised: its rerun stops at once and on_trial_error reports it
+        self._say(f"trial {name} lost its process (a lost node?); running it again, resumed from its last checkpoint")
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         name = trial.config["trial"]["name"]

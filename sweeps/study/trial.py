@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from pipeline.checkpoint_copy import local_checkpoint
 from pipeline.defaults import ensure_shards
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
@@ -38,7 +39,8 @@ from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
 
 
-def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path:
+def study_shards_dir(shards_root: str | Path, preset: str, max_hours: float | None) -> Path | str:
+    """`<root>/<preset>[-h<hours>]`: a folder, or a URI under a bucket root."""
     return shards_dir_for(preset_name=preset, max_hours=max_hours, root=shards_root)
 
 
@@ -77,21 +79,39 @@ def trial_seed(trial_name: str) -> int:
     return zlib.crc32(trial_name.encode()) % 2**31
 
 
-def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path]:
+def needed_shard_sets(trials: list[TrialSpec]) -> list[tuple[str, float | None]]:
+    """(front-end preset, hour budget) of every shard set the trials read, each once."""
+    return sorted(
+        {(trial_pretrain_config(t).describe_model().spec.frontend_preset, t.max_hours) for t in trials}, key=str
+    )
+
+
+def existing_shard_sets(trials: list[TrialSpec], shards_root: str) -> list[Path | str] | None:
+    """The trials' shard sets when every one is already finished under `shards_root` (a manifest
+    there), else None: a study given --shards alone uses them as they are."""
+    found = []
+    for preset, max_hours in needed_shard_sets(trials):
+        directory = study_shards_dir(shards_root, preset, max_hours)
+        try:
+            read_manifest(directory)
+        except FileNotFoundError:
+            return None
+        found.append(directory)
+    return found
+
+
+def prepare_study_shards(trials: list[TrialSpec], *, corpus_dir: str, shards_root: str) -> list[Path | str]:
     """Build (or reuse: prep skips a finished identical output) every shard set the trials need."""
     if not Path(corpus_dir).exists():
         raise ValueError(
             f"no pretraining corpus at {corpus_dir}; build it with "
             f"`python -m pipeline.corpus pretrain --output {corpus_dir}` or pass --corpus"
         )
-    needed = sorted(
-        {(trial_pretrain_config(t).describe_model().spec.frontend_preset, t.max_hours) for t in trials}, key=str
-    )
     return [
         ensure_shards(
             corpus_dir=corpus_dir, preset_name=preset, max_hours=max_hours, root=shards_root, show_progress=False
         )
-        for preset, max_hours in needed
+        for preset, max_hours in needed_shard_sets(trials)
     ]
 
 
@@ -175,18 +195,22 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
     if not on_gpu:  # the trial's share of the cores, in this one process (Ray gives it one thread)
         torch.set_num_threads(max(1, context.eval_workers))
     paths = [path for step, path in pretrained.checkpoints if step in wanted and path != pretrained.checkpoint_dir]
-    return [
-        evaluate_checkpoint(
-            path,
-            tasks_dir=context.tasks_dir,
-            seeds=context.eval_seeds,
-            probe_training=scene_probe(context.probe),
-            device="cuda" if on_gpu else "cpu",
-            # Several checkpoints: one process keeps the cache; one checkpoint: the trial's cores.
-            workers=1 if on_gpu or len(paths) > 0 else context.eval_workers,
-        )
-        for path in [*paths, pretrained.checkpoint_dir]
-    ]
+    evaluations = []
+    for path in [*paths, pretrained.checkpoint_dir]:
+        # A checkpoint in a bucket (--storage-path s3://...) is read from a temporary local copy.
+        with local_checkpoint(path, what="the trial's checkpoint") as local:
+            evaluations.append(
+                evaluate_checkpoint(
+                    local,
+                    tasks_dir=context.tasks_dir,
+                    seeds=context.eval_seeds,
+                    probe_training=scene_probe(context.probe),
+                    device="cuda" if on_gpu else "cpu",
+                    # Several checkpoints: one process keeps the cache; one checkpoint: the trial's cores.
+                    workers=1 if on_gpu or len(paths) > 0 else context.eval_workers,
+                )
+            )
+    return evaluations
 
 
 def q_interval(task_scores: dict[str, dict]) -> tuple[tuple[float, float], str]:

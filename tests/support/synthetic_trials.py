@@ -2,13 +2,15 @@
 
 Ray workers import it by name (`tests.support.synthetic_trials:run_synthetic_trial`). Every call
 appends the trial name to `<storage_path>/executions.txt`; a file `<storage_path>/crash-<trial>`
-makes that trial raise, as a crashing pretraining would. A file `<storage_path>/hold-seconds`
+makes that trial raise, as a crashing pretraining would; a file `<storage_path>/die-once-<trial>` makes
+its process exit at once, as on a node that is lost, and is removed so that Tune's rerun succeeds. A file `<storage_path>/hold-seconds`
 makes every trial take that long, and each then appends "name start end eval_workers" to
 `<storage_path>/intervals.txt` (for the concurrency test).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -26,6 +28,10 @@ def run_synthetic_trial(spec, context, run) -> TrialRecord:
         ledger.write(spec.name + "\n")
     if (storage / f"crash-{spec.name}").exists():
         raise RuntimeError(f"synthetic crash of {spec.name}")
+    die = storage / f"die-once-{spec.name}"
+    if die.exists():
+        die.unlink()
+        os._exit(1)  # no exception, no clean-up: the trial's process is simply gone
     hold = storage / "hold-seconds"
     if hold.exists():
         started = time.time()

@@ -37,6 +37,7 @@ def _study(tmp_path, **changes):
 def test_crash_is_recorded_and_printed_then_a_quiet_resume_runs_only_the_unfinished_trial(ray_local, tmp_path, capfd):
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "crash-mask0.70").touch()
+    (tmp_path / "ray" / "die-once-mask0.60").touch()  # its process is lost, as with its node: Tune reruns it
     (tmp_path / "ray" / "hold-seconds").write_text("0")  # record intervals, no wait
     first = _study(tmp_path)
     _assert_one_line_per_trial_event(
@@ -46,7 +47,10 @@ def test_crash_is_recorded_and_printed_then_a_quiet_resume_runs_only_the_unfinis
     # need the other), and each evaluates on both cores.
     assert _overlapping_pairs(_intervals(tmp_path / "ray")) == 0
     assert {workers for *_, workers in _intervals(tmp_path / "ray")} == {2}
-    assert first.trials_failed == ["mask0.70"]
+    assert first.trials_failed == ["mask0.70"]  # raised: not rerun by Tune (it ran once, below)
+    assert sorted((tmp_path / "ray" / "executions.txt").read_text().split()) == sorted(
+        ["mask0.50", "mask0.60", "mask0.60", "mask0.70", "mask0.80", "mask0.90"]
+    )  # the lost one ran again and finished
     assert "Q(R)" in first.fits.skipped  # four points left: too few to fit, and the report says so
     assert "need at least 5 points" in first.fits.skipped["Q(R)"]
 
@@ -58,7 +62,9 @@ def test_crash_is_recorded_and_printed_then_a_quiet_resume_runs_only_the_unfinis
     assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("[study ")]
     assert second.trials_run == ["mask0.70"] and len(second.trials_skipped) == 4
     executions = (tmp_path / "ray" / "executions.txt").read_text().split()
-    assert sorted(executions) == sorted(["mask0.50", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"])
+    assert sorted(executions) == sorted(
+        ["mask0.50", "mask0.60", "mask0.60", "mask0.70", "mask0.80", "mask0.90", "mask0.70"]
+    )
 
     children = tracking.list_child_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", second.parent_run_id)
     assert len(children) == 5  # the crashed trial's run was reused, not duplicated
@@ -142,6 +148,12 @@ def test_a_study_left_running_by_a_dead_process_is_taken_over(concurrent_study):
 def _assert_one_line_per_trial_event(lines: list[str]) -> None:
     """Five trials, mask0.70 crashing: a started line each, a finished line with R, Q and an ETA for the others."""
     assert sum("started: mask" in line for line in lines) == 5
+    # mask0.60's process was lost once: said, and run again (mask0.70 raised: not said to be lost)
+    assert [line.split("] ", 1)[1] for line in lines if "again" in line and "mask0.60" in line] == [
+        "trial mask0.60 lost its process (a lost node?); running it again, resumed from its last checkpoint",
+        "trial mask0.60 running again",
+    ]
+    assert not any("mask0.70 lost" in line for line in lines)
     assert any("trial 1/5 started: mask0.50" in line for line in lines)
     finished = [line for line in lines if " finished in " in line]
     assert len(finished) == 4 and all("R " in line and "Q " in line for line in finished)
