@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
@@ -61,6 +62,9 @@ def model_inputs(task: TaskInfo, split: str, file_names: list[str], embedder: Fr
     return inputs
 
 
+_UNWRITABLE: set[Path] = set()  # cache folders a write failed in (said once per process)
+
+
 def _disk_path(key: tuple) -> Path | None:
     folder = os.environ.get("AUDIOSCALE_INPUT_CACHE_DIR")
     return Path(folder) / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:32]}.npz" if folder else None
@@ -83,10 +87,20 @@ def _write_to_disk(key: tuple, inputs: list[np.ndarray]) -> None:
     path = _disk_path(key)
     if path is None or not inputs:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
-        np.savez(handle, frames=np.concatenate(inputs), lengths=np.array([len(x) for x in inputs]))
-    os.replace(handle.name, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
+            np.savez(handle, frames=np.concatenate(inputs), lengths=np.array([len(x) for x in inputs]))
+        os.replace(handle.name, path)
+    except OSError as error:  # a read-only or full home: the cache only saves time, the scores stay the same
+        if path.parent not in _UNWRITABLE:
+            _UNWRITABLE.add(path.parent)
+            print(
+                f"note: task inputs are not cached on disk ({path.parent}: {error.strerror or error}); "
+                "each process decodes them again",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def clear() -> None:

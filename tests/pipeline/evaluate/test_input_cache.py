@@ -88,3 +88,16 @@ def test_the_disk_cache_serves_a_new_process(task, monkeypatch, tmp_path):
     assert reads == []
     for split in first.splits:
         assert torch.equal(first.splits[split].features, second.splits[split].features)
+
+
+def test_an_unwritable_disk_cache_is_said_once_and_the_scores_go_on(task, monkeypatch, tmp_path, capsys):
+    (tmp_path / "home").write_text("a file where the cache folder's parent should be")  # as a read-only home
+    monkeypatch.setenv("AUDIOSCALE_INPUT_CACHE_DIR", str(tmp_path / "home" / "cache"))
+    embedder = _embedder(seed=0)
+    cached = embed_task(task, embedder)  # three splits, three failed writes
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: task inputs")]
+    assert len(notes) == 1 and str(tmp_path / "home" / "cache") in notes[0]
+    monkeypatch.delenv("AUDIOSCALE_INPUT_CACHE_DIR")
+    input_cache.clear()
+    for split, embedded in embed_task(task, embedder).splits.items():
+        assert torch.equal(cached.splits[split].features, embedded.features)
