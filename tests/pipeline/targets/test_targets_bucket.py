@@ -80,3 +80,19 @@ def test_a_read_only_bucket_is_one_line_before_the_fit(bucket_env, bucket_shards
     error = capsys.readouterr().err
     assert error.startswith("targets: error: --shards s3://") and "not write in it" in error
     assert error.count("\n") == 1
+
+
+def test_a_hubert_run_on_bucket_shards_trains_with_the_buckets_codebook(bucket_env, bucket_shards):
+    """The driver's choice (`with_codebook`) and every worker's build (`model_build_overrides`): the
+    codebook is fitted into the bucket once, named there by URI, and each build reads a local copy."""
+    from pipeline.pretrain.config import PretrainConfig
+    from pipeline.pretrain.discrete_targets import with_codebook
+
+    config = PretrainConfig(model_name="hubert-debug", model_overrides={"crop_frames": 100}, shards_dir=bucket_shards)
+    chosen, model = with_codebook(config, config.describe_model(), bucket_shards)
+    uri = chosen.model_overrides["codebook"]
+    assert uri.startswith(bucket_shards.partition("?")[0] + "/targets/mfcc-k100-")  # iteration 1: MFCC, k 100
+    assert not model.needs_codebook
+    local = chosen.model_build_overrides()["codebook"]
+    assert read_codebook(local).centroids.shape == (100, 39)
+    assert local == str(local_codebook(uri))  # one copy per machine, reused by every build
