@@ -35,6 +35,9 @@ META_FILE = "model.json"
 CODEBOOK_DIR = "codebook"  # a HuBERT checkpoint's copy of the k-means codebook it was trained with
 TRAIN_STATE_FILE = "train_state.pt"
 DIGESTS_KEY = "sha256"
+# Each digested file's size: a checkpoint in a bucket is checked by one listing (an upload cut short
+# leaves a different size) without copying gigabytes down; the sha256 is checked where it is read.
+SIZES_KEY = "bytes"
 
 
 class CheckpointError(ValueError):
@@ -77,7 +80,7 @@ def save_model_checkpoint(
         "shard_fingerprint": shard_fingerprint,
         "code_version": code_version(),
     }
-    clashes = (set(meta) | {DIGESTS_KEY}) & set(extra or {})
+    clashes = (set(meta) | {DIGESTS_KEY, SIZES_KEY}) & set(extra or {})
     if clashes:
         raise ValueError(f"extra checkpoint metadata may not overwrite the contract keys {sorted(clashes)}")
     meta.update(extra or {})
@@ -85,6 +88,7 @@ def save_model_checkpoint(
     # save_model drops the duplicate names of tied tensors, which save_file would refuse.
     safetensors.torch.save_model(bare, str(directory / WEIGHTS_FILE), force_contiguous=True)
     meta[DIGESTS_KEY] = {WEIGHTS_FILE: file_sha256(directory / WEIGHTS_FILE)}
+    meta[SIZES_KEY] = {WEIGHTS_FILE: (directory / WEIGHTS_FILE).stat().st_size}
     _write_meta(directory, meta)
     return directory
 
@@ -249,6 +253,7 @@ def save_train_state(
     if meta_path.is_file():  # the digest joins the weights' in model.json (saved first by the loop)
         meta = json.loads(meta_path.read_text())
         meta.setdefault(DIGESTS_KEY, {})[TRAIN_STATE_FILE] = file_sha256(path)
+        meta.setdefault(SIZES_KEY, {})[TRAIN_STATE_FILE] = Path(path).stat().st_size
         _write_meta(Path(directory), meta)
     return path
 

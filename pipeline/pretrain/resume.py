@@ -11,13 +11,14 @@ a pure function of the files. No Ray here: the checkpoint is read through its `p
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow.fs as pafs
 
-from pipeline.checkpoint import CheckpointError, verify_checkpoint
+from pipeline.checkpoint import META_FILE, SIZES_KEY, CheckpointError, verify_checkpoint
 from pipeline.checkpoint_copy import copy_down
 
 CHECKPOINT_PREFIX = "checkpoint_step_"  # the loop names every checkpoint folder checkpoint_step_<step:08d>
@@ -42,7 +43,8 @@ def announce_resume_point(storage_path: str, run_name: str, *, say=print) -> Non
     """Before the workers start: which of the run's checkpoints a re-run will skip, and the one it
     resumes from, said where the user sees it (the workers' own messages reach only Ray's worker
     logs). The same choice the workers make (`resume_directory`), in a folder or a bucket (where
-    each candidate is copied down to be checked, newest first, until one verifies)."""
+    each candidate's listed sizes are checked against the sizes its model.json records, newest
+    first, until one is whole; the workers then check the sha256 of the one they load)."""
     if "://" not in storage_path:
         directories = [p for p in (Path(storage_path) / run_name).glob(f"**/{CHECKPOINT_PREFIX}*") if p.is_dir()]
         chosen, skipped = newest_verified_checkpoint(directories) if directories else (None, [])
@@ -69,12 +71,44 @@ def _newest_verified_in_bucket(storage_path: str, run_name: str) -> tuple[str | 
     )
     skipped = []
     for path in candidates:
-        with _local_copy(path, filesystem) as local:
-            chosen, why = newest_verified_checkpoint([local])
-        if chosen is not None:
+        damage = _listed_damage(path, filesystem)
+        if damage is None:  # a checkpoint saved before sizes were recorded: copied down and verified whole
+            with _local_copy(path, filesystem) as local:
+                chosen, why = newest_verified_checkpoint([local])
+            damage = None if chosen is not None else why[0][1]
+        if not damage:
             return path, skipped
-        skipped.append((path, why[0][1]))
+        skipped.append((path, damage))
     return None, skipped
+
+
+def _listed_damage(path: str, filesystem: pafs.FileSystem) -> str | None:
+    """What one listing and model.json say is wrong with the checkpoint at `path` ("" when nothing);
+    None when model.json records no sizes to compare. The driver asks this, not the sha256, so it
+    does not copy a checkpoint of gigabytes down only to look (the workers verify what they load)."""
+    listed = {
+        info.base_name: info.size
+        for info in filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        if info.type == pafs.FileType.File
+    }
+    if META_FILE not in listed:
+        return f"{path} has no {META_FILE}: the checkpoint is incomplete"
+    with filesystem.open_input_stream(f"{path}/{META_FILE}") as stream:
+        try:
+            sizes = json.loads(stream.read().decode("utf-8")).get(SIZES_KEY)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            return f"{path}/{META_FILE} is damaged (not valid JSON: {error})"
+    if not sizes:
+        return None
+    for name, size in sorted(sizes.items()):
+        if name not in listed:
+            return f"{path}/{name} is missing: the checkpoint is incomplete"
+        if listed[name] != size:
+            return (
+                f"{path}/{name} is damaged: {listed[name]} bytes in storage, {size} recorded in {META_FILE} when it "
+                "was saved (an upload cut short, or overwritten since)"
+            )
+    return ""
 
 
 def _sibling_checkpoints(path: str, filesystem: pafs.FileSystem) -> list[str]:

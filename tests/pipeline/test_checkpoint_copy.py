@@ -49,3 +49,18 @@ def test_a_rerun_in_a_bucket_says_which_checkpoint_it_skips_and_resumes_the_earl
     filesystem, path = pafs.FileSystem.from_uri(bucket_env.uri("runs/cut/checkpoint_step_00000006"))
     with resume_directory(SimpleNamespace(path=path, filesystem=filesystem), say=lambda line: None) as chosen:
         assert read_checkpoint_meta(chosen)["step"] == 3
+
+
+def test_the_drivers_bucket_check_reads_sizes_not_the_weights(bucket_env, tmp_path, monkeypatch):
+    """A run's checkpoints in a bucket are judged by one listing and model.json: nothing is copied
+    down (an 8.5 GB checkpoint would be, twice), and a cut upload is still caught by its size."""
+    import pipeline.pretrain.resume as resume
+
+    _upload_run(bucket_env, tmp_path, "sized", truncate_newest=True)
+    copied: list[str] = []
+    monkeypatch.setattr(resume, "copy_down", lambda path, *args: copied.append(path))
+    said: list[str] = []
+    announce_resume_point(bucket_env.uri("runs"), "sized", say=said.append)
+    assert copied == []
+    assert "model.safetensors is damaged:" in said[0] and "bytes in storage" in said[0]
+    assert "checkpoint_step_00000003" in said[1]
