@@ -1,8 +1,11 @@
 """Looks at a finished study in the MLflow UI with a real browser, as a person would, and says what it saw.
 
     python scripts/check_mlflow_view.py --home ~/audioscale --study mask_ratio-cpu_default --out /tmp/view
+    python scripts/check_mlflow_view.py --server http://127.0.0.1:5000 --study NAME   (a running tracking
+        server, e.g. a cluster's; its basic-auth login from MLFLOW_TRACKING_USERNAME / _PASSWORD)
 
-Starts `mlflow ui` on the study's store as the study's closing lines print it (127.0.0.1:5000), opens headless Chromium (the
+Starts `mlflow ui` on the study's store as the study's closing lines print it (127.0.0.1:5000), or uses
+the `--server` the study logged to, opens headless Chromium (the
 Debian package `chromium`) through its DevTools protocol and checks:
 1. the URL the study prints opens the runs table of the study's experiment, not the GenAI pages:
    each trial of the study is a row, with the columns q, rankme, the grid axis and the trial status;
@@ -19,6 +22,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -51,7 +55,7 @@ def wait_for(url: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=2):
+            with urllib.request.urlopen(urllib.request.Request(url, headers=basic_auth_header()), timeout=2):
                 return
         except OSError:
             time.sleep(0.5)
@@ -149,12 +153,23 @@ async def check_reports(browser: Browser, root: str, experiment_id: str, run_id:
     return failures
 
 
+def basic_auth_header() -> dict[str, str]:
+    """The Authorization header of the MLflow login in the environment (basic-auth servers), else none."""
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if not (user and password):
+        return {}
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
 async def look(root: str, debug_port: int, checks) -> list[str]:
     async with aiohttp.ClientSession() as session:
         async with session.put(f"http://127.0.0.1:{debug_port}/json/new?about:blank") as reply:
             target = await reply.json(content_type=None)
         async with Browser(session, target["webSocketDebuggerUrl"]) as browser:
             await browser.call("Page.enable")
+            if headers := basic_auth_header():  # every request of the page logs in, as a person would
+                await browser.call("Network.enable")
+                await browser.call("Network.setExtraHTTPHeaders", headers=headers)
             await browser.call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1,
                                mobile=False)  # fmt: skip
             failures = []
@@ -179,25 +194,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, default=None, help="the $AUDIOSCALE_HOME whose mlflow.db holds the study")
     parser.add_argument("--tracking-uri", default=None, help="instead of --home: a sqlite:/// store")
+    parser.add_argument("--server", default=None, help="instead of --home: a running tracking server's URL")
     parser.add_argument("--study", default="mask_ratio-cpu_default", help="the study's name")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "audioscale-mlflow-view")
     args = parser.parse_args(argv)
-    uri = args.tracking_uri or f"sqlite:///{(args.home or Path.home() / 'audioscale').resolve() / 'mlflow.db'}"
+    uri = (
+        args.server
+        or args.tracking_uri
+        or f"sqlite:///{(args.home or Path.home() / 'audioscale').resolve() / 'mlflow.db'}"
+    )
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("check_mlflow_view: no chromium on PATH; apt-get install chromium")
     experiment_id, run_id, trials, grid = study_facts(uri, args.study)
     args.out.mkdir(parents=True, exist_ok=True)
-    # The port the study's printed command uses: report.md's figures point at that address.
+    # The port the study's printed command uses: report.md's figures point at that address (a server's
+    # own address when the study logged to one).
     port, debug_port = MLFLOW_UI_PORT, free_port()
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", port)) == 0:
-            raise SystemExit(f"check_mlflow_view: port {port} is in use; stop what serves it (the study prints it)")
-    root = f"http://127.0.0.1:{port}"
+    if args.server is None:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                raise SystemExit(f"check_mlflow_view: port {port} is in use; stop what serves it (the study prints it)")
+    root = args.server.rstrip("/") if args.server else f"http://127.0.0.1:{port}"
     mlflow_bin = Path(sys.executable).parent / "mlflow"
     with tempfile.TemporaryDirectory() as profile:
-        ui = subprocess.Popen([str(mlflow_bin), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        ui = subprocess.Popen(
+            ["sleep", "infinity"] if args.server else
+            [str(mlflow_bin), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
                                     "--disable-site-isolation-trials", f"--remote-debugging-port={debug_port}",
                                     f"--user-data-dir={profile}", "about:blank"],

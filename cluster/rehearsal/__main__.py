@@ -12,6 +12,7 @@ stage as it goes and a summary at the end; exit code 0 when every check held.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run these stages (and those they need): {', '.join(repr(name) for name, *_ in STAGES)}",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    # A `kill` (SIGTERM) unwinds like Ctrl-C, so the servers and Ray nodes it started are stopped too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="audioscale-rehearsal-") as scratch:
         work = Path(args.work or scratch).absolute()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cluster.rehearsal import stages
+from cluster.rehearsal import stages, study_job
 from cluster.rehearsal.object_store import Credentials, ObjectStore
 from cluster.rehearsal.tracking_server import TrackingServer, server_argv
 
@@ -41,5 +41,6 @@ def documented_commands() -> list[str]:
         stages.prep_argv(rehearsal),
         stages.pretrain_argv(rehearsal, "uninterrupted"),
         stages.evaluate_argv(rehearsal, checkpoint),
+        study_job.study_argv(rehearsal),
     ]
     return [shlex.join(argv) for argv in argvs]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cluster.rehearsal import faults, stages
+from cluster.rehearsal import faults, stages, study_job
 from cluster.rehearsal.audio import write_pitch_task, write_pretraining_audio
 from cluster.rehearsal.object_store import running_object_store
 from cluster.rehearsal.tracking_server import running_tracking_server
@@ -32,6 +32,8 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      faults.store_cut_mid_upload, ("prep",)),
     ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
      faults.bucket_faults, ()),
+    ("study job", "a study submitted to two Ray nodes, all storage remote; the worker node killed mid-trial",
+     study_job.study_on_two_nodes, ()),
 ]  # fmt: skip
 
 

@@ -32,7 +32,10 @@ class TrackingServer:
 
     def client_env(self) -> dict[str, str]:
         """What a client process (a job, a Ray worker) needs to log here."""
-        env = {"MLFLOW_TRACKING_URI": self.uri}
+        # MLflow 3.17's clients download an artifact straight from the bucket through a presigned URL
+        # the server hands out; moto refuses presigned requests when it enforces IAM (a KeyError on
+        # the missing Authorization header, HTTP 500), so here downloads go through the server.
+        env = {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_ENABLE_PROXY_MULTIPART_DOWNLOAD": "false"}
         if self.password:
             env |= {"MLFLOW_TRACKING_USERNAME": ADMIN, "MLFLOW_TRACKING_PASSWORD": self.password}
         return env

@@ -1,6 +1,6 @@
 """The commands of cluster/README.md "Studies as jobs" are ones the code accepts, and they agree.
 
-The section is run for real by tests/sweeps/study/test_study_job.py (slow); this check is instant and
+The cluster rehearsal runs a study as such a job for real (tests/cluster/test_rehearsal.py, slow); this check is instant and
 keeps the documented lines from drifting: every study command parses with `sweeps.scaling`'s own
 parser, every `ray job` command talks to the port `ray start` opened, the resubmission is the
 same study with `--resume` under a new submission id, and it logs to the `mlflow server` started.

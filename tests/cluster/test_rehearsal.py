@@ -33,7 +33,10 @@ def test_a_stage_asked_for_alone_brings_the_stages_it_needs():
         _with_needs(("nope",))
 
 
-@pytest.mark.slow  # ~4 min on 2 cores: 6 pretraining and evaluation commands, each starting its own Ray
+# ~11 min on 2 cores: 6 pretraining and evaluation commands, each starting its own Ray (~4 min), then
+# a 4-trial study as two Ray jobs on two nodes (~7 min). It replaces the suite's separate study-job test.
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_server(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # prep's old bug wrote a folder named `s3:` into the working directory
     lines: list[str] = []
@@ -53,4 +56,7 @@ def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_serv
     cut = report.results["cut mid-upload"]
     assert cut["cut_after_s"] > 0 and ("did not reach --storage-path whole" in cut["said"] or cut["incomplete"] == 0)
     assert not (tmp_path / "s3:").exists()
-    assert any("7/7 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
+    assert any("7/8 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
+    study = report.results["study job"]
+    assert study["trials"] == 4 and study["child_runs"] == 4 and study["resumed_from"] > 0
+    assert "resubmitted with --resume" in study["stopped"] and "worker node" in study["killed"]

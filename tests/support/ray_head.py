@@ -13,9 +13,7 @@ its own local Ray) the node's IP is 127.0.0.1: auth is off, so nothing may liste
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +22,8 @@ from pathlib import Path
 
 import psutil
 
+from cluster.rehearsal.ray_nodes import free_ports, ray_client_env
+
 START_TIMEOUT_S = 120  # the dashboard's job API answers ~10-20 s after the start on 2 busy cores
 STOP_TIMEOUT_S = 60
 GRACE_S = 5  # a head that ran no Ray Train job stops in ~2 s
@@ -31,20 +31,7 @@ GRACE_S = 5  # a head that ran no Ray Train job stops in ~2 s
 
 def ray_subprocess_env(**extra: str) -> dict[str, str]:
     """This environment without $RAY_ADDRESS (it would point the clients elsewhere), auth off as everywhere here."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(RAY_AUTH_MODE="disabled", **extra)
-    return env
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports on 127.0.0.1 (held together while chosen, so none repeats)."""
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+    return ray_client_env(**extra)
 
 
 @contextlib.contextmanager

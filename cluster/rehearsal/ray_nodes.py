@@ -1,0 +1,197 @@
+"""Two Ray nodes on one machine: `ray start --head` and `ray start --address`, each with its own temp
+folder and ports, loopback only, as a two-machine cluster starts them (cluster/ray-up).
+
+Every port is a free one, so the nodes cannot join or disturb another Ray on the machine. A node is
+stopped by signalling its own `ray start --block` process, never `ray stop` (which stops every Ray
+instance on the machine). `kill_worker_node` is a machine that loses power: SIGKILL to the worker
+node's `ray start`, its raylet and every process under it, with no chance to clean up.
+
+The short temp folders under /tmp keep Unix socket paths under their length cap, and keep
+`ray_current_cluster` out of /tmp/ray: left there, it makes later `ray.init()` calls try to join.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+START_TIMEOUT_S = 120  # the job API answers ~10-20 s after the head's start on 2 busy cores
+JOIN_TIMEOUT_S = 120
+GRACE_S = 5
+
+
+def ray_client_env(**extra: str) -> dict[str, str]:
+    """This environment without $RAY_ADDRESS (it would point the clients elsewhere); token auth off,
+    as for every loopback-only cluster here."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({"RAY_AUTH_MODE": "disabled", **extra})
+    return env
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1 (held together while chosen, so none repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for held in sockets:
+        held.bind(("127.0.0.1", 0))
+    ports = [held.getsockname()[1] for held in sockets]
+    for held in sockets:
+        held.close()
+    return ports
+
+
+@dataclasses.dataclass
+class Node:
+    process: subprocess.Popen  # `ray start --block`
+    temp_dir: str
+    log_path: Path
+    descendants: list[psutil.Process] = dataclasses.field(default_factory=list)
+
+    def processes(self) -> list[psutil.Process]:
+        """The node's processes now: its `ray start`, everything under it, and whatever names its temp
+        folder (the GCS, raylet and dashboard daemonise out of the tree)."""
+        found: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.process.pid)
+            found[root.pid] = root
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if self.temp_dir in " ".join(process.info["cmdline"] or []):
+                    found[process.pid] = process
+        return list(found.values())
+
+
+def _node_argv(temp_dir: str, *, num_cpus: int, head_port: int | None, gcs: str | None) -> list[str]:
+    agent, agent_grpc, metrics, runtime_env, manager, objects = free_ports(6)
+    argv = [
+        "ray", "start", "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}",
+        "--node-ip-address=127.0.0.1", f"--object-store-memory={512 * 1024**2}",
+        f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
+        f"--node-manager-port={manager}", f"--object-manager-port={objects}",
+    ]  # fmt: skip
+    if gcs is not None:
+        return [*argv, f"--address={gcs}"]
+    dashboard, client = free_ports(2)
+    return [
+        *argv, "--head", f"--port={head_port}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}", f"--ray-client-server-port={client}",
+    ]  # fmt: skip
+
+
+def _start(argv: list[str], *, env: dict[str, str], log_path: Path, temp_dir: str) -> Node:
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return Node(process=process, temp_dir=temp_dir, log_path=log_path)
+
+
+@dataclasses.dataclass
+class TwoNodes:
+    gcs: str  # 127.0.0.1:PORT, what `ray start --address` and ray.init(address=...) take
+    job_api: str  # http://127.0.0.1:PORT, what `ray job submit --address` takes
+    head: Node
+    worker: Node
+
+    def kill_worker_node(self) -> int:
+        """SIGKILL every process of the worker node at once; returns how many there were."""
+        processes = self.worker.processes()
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(processes, timeout=30)
+        return len(processes)
+
+
+@contextlib.contextmanager
+def running_two_nodes(
+    log_dir: Path, *, head_cpus: int, worker_cpus: int, env: dict[str, str] | None = None
+) -> Iterator[TwoNodes]:
+    """A head with `head_cpus` and a worker node with `worker_cpus` joined to it; `env` (default:
+    ray_client_env()) is the nodes' environment, which every worker process and submitted job inherits."""
+    node_env = env or ray_client_env()
+    gcs_port = free_ports(1)[0]
+    head_temp = tempfile.mkdtemp(prefix="rh-head-", dir="/tmp")
+    worker_temp = tempfile.mkdtemp(prefix="rh-node-", dir="/tmp")
+    head_argv = _node_argv(head_temp, num_cpus=head_cpus, head_port=gcs_port, gcs=None)
+    job_api = f"http://127.0.0.1:{next(a.split('=')[1] for a in head_argv if a.startswith('--dashboard-port='))}"
+    gcs = f"127.0.0.1:{gcs_port}"
+    nodes: list[Node] = []
+    try:
+        nodes.append(_start(head_argv, env=node_env, log_path=log_dir / "ray-head.log", temp_dir=head_temp))
+        _wait_for_job_api(nodes[0], job_api)
+        worker_argv = _node_argv(worker_temp, num_cpus=worker_cpus, head_port=None, gcs=gcs)
+        nodes.append(_start(worker_argv, env=node_env, log_path=log_dir / "ray-worker-node.log", temp_dir=worker_temp))
+        _wait_for_nodes(gcs, 2, nodes[1])
+        yield TwoNodes(gcs=gcs, job_api=job_api, head=nodes[0], worker=nodes[1])
+    finally:
+        for node in reversed(nodes):
+            _stop(node)
+        for folder in (head_temp, worker_temp):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def alive_nodes(gcs: str) -> int:
+    """How many nodes the cluster's GCS counts alive (`ray list nodes`, from a separate process)."""
+    listed = subprocess.run(
+        ["ray", "list", "nodes", "--address", gcs, "--filter", "state=ALIVE", "--format", "json"],
+        env=ray_client_env(), capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if listed.returncode != 0:
+        return 0
+    import json
+
+    return len(json.loads(listed.stdout or "[]"))
+
+
+def _wait_for_nodes(gcs: str, count: int, joining: Node) -> None:
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while alive_nodes(gcs) < count:
+        if joining.process.poll() is not None:
+            raise RuntimeError(
+                f"ray start exited with {joining.process.returncode}: {joining.log_path.read_text()[-3000:]}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the worker node did not join in {JOIN_TIMEOUT_S} s: {joining.log_path.read_text()[-3000:]}"
+            )
+        time.sleep(2)
+
+
+def _wait_for_job_api(head: Node, address: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while subprocess.run(["ray", "job", "list", "--address", address], env=ray_client_env(),
+                         capture_output=True, check=False).returncode != 0:  # fmt: skip
+        if head.process.poll() is not None:
+            raise RuntimeError(f"ray start exited with {head.process.returncode}: {head.log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the Ray head did not serve the job API at {address} in {START_TIMEOUT_S} s: "
+                f"{head.log_path.read_text()[-3000:]}"
+            )
+        time.sleep(2)
+
+
+def _stop(node: Node) -> None:
+    """SIGTERM to `--block`, which stops the node's processes; whatever is left after GRACE_S is killed."""
+    processes = node.processes()
+    node.process.terminate()
+    try:
+        node.process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    for process in processes + node.processes():
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        node.process.wait(timeout=30)
