@@ -4,9 +4,10 @@ Starts an S3-compatible store (`cluster.rehearsal.object_store`) and an `mlflow 
 artifacts go to the store's bucket behind MLflow's basic-auth app, then runs each stage of
 cluster/README.md with every input and output remote: prep into the bucket, pretraining with 2
 workers from and into the bucket (killed mid-run and resumed exactly), a resume past a truncated
-checkpoint, evaluation of a bucket checkpoint, the store going away mid-upload, and the faults a
-bucket brings before any work. It prints a line per
-stage as it goes and a summary at the end; exit code 0 when every check held.
+checkpoint, evaluation of a bucket checkpoint, the store going away mid-upload, the faults a
+bucket brings before any work, and a study submitted as Ray jobs to two Ray nodes (stopped and
+resubmitted with --resume, its worker node killed mid-trial). It prints a line per stage as it goes
+and a summary at the end; exit code 0 when every check held.
 """
 
 from __future__ import annotations
