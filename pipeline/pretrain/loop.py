@@ -84,8 +84,11 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
     if tracker is not None:
         tracker.log_params({"frozen_unused_parameters": sorted(training.frozen_parameter_names)})
         tracker.set_tags({"optimizer_used": training.optimizer_used, "optimizer_note": training.optimizer_note})
-        tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
-        if training.start_step == 0 and (initial := rankme.measure_if_due(training.model, 0)) is not None:
+        # A restart before the first checkpoint starts again at step 0: each step is logged once.
+        if training.start_step > tracker.last_step("resumed_from_step"):
+            tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
+        initial = rankme.measure_if_due(training.model, 0) if training.start_step == 0 else None
+        if initial is not None and tracker.last_step(RANKME_METRIC) < 0:
             tracker.log_metrics({RANKME_METRIC: initial}, step=0)
             log_rankme_record(tracker, rankme)
     if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point

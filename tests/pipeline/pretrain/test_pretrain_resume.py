@@ -69,3 +69,18 @@ def test_restart_after_a_crash_logs_each_step_once(shards_dir, workdir, monkeypa
     assert [step for step, _ in run["metrics"]["loss"]] == [2, 3, 4, 6]
     for key, history in run["metrics"].items():
         assert not _repeated_steps(history), (key, history)
+
+
+def test_a_restart_before_the_first_checkpoint_logs_each_step_once(shards_dir, workdir, monkeypatch):
+    """The worker dies after step 2, before any checkpoint: the restart begins again at step 0, whose
+    RankMe and start were logged by the first attempt (a study's trial stopped early did this)."""
+    monkeypatch.setenv("AUDIOSCALE_TEST_CRASH_AT_STEP", "2")
+    monkeypatch.setenv("AUDIOSCALE_TEST_CRASH_RANK", "0")
+    monkeypatch.setenv("AUDIOSCALE_TEST_CRASH_MARKER", str(workdir / "crashed-early.marker"))
+    result = run_pretraining(small_config(shards_dir, workdir, run_name="crash-early", max_failures=1))
+    assert (workdir / "crashed-early.marker").is_file() and result.steps == 6
+    run = tracking.read_run(result.tracking_uri, result.run_id)
+    assert [step for step, _ in run["metrics"]["rankme"]] == [0, 3, 6]
+    assert run["metrics"]["resumed_from_step"] == [(0, 0.0)]
+    for key, history in run["metrics"].items():
+        assert not _repeated_steps(history), (key, history)
