@@ -48,6 +48,7 @@ def test_directory_holds_safetensors_and_contract_metadata(tmp_path):
         "code_version": code_version(),
         "total_steps": 100,
         "sha256": {"model.safetensors": checkpoint.file_sha256(directory / "model.safetensors")},
+        "bytes": {"model.safetensors": (directory / "model.safetensors").stat().st_size},
     }
     assert checkpoint.read_checkpoint_meta(directory) == meta
     assert "embed.weight" in safetensors.torch.load_file(directory / "model.safetensors")
