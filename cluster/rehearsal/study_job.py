@@ -132,10 +132,13 @@ def _trial_checkpoints(rehearsal: Rehearsal) -> dict[str, set[str]]:
 
 
 def _wait_for_a_checkpoint_of(rehearsal: Rehearsal, nodes: TwoNodes, job: str, run_name: str) -> str:
+    """The run's first checkpoint, once a second one appears: Ray Train registers a checkpoint only
+    when its upload ends, and the step after it waits for that, so the first is then registered (a
+    kill right after the first folder appeared once restarted the trial from step 0)."""
     deadline = time.monotonic() + CHECKPOINT_TIMEOUT_S
     while True:
         folders = _trial_checkpoints(rehearsal).get(run_name, set())
-        if folders:
+        if len(folders) >= 2:
             return sorted(folders)[0]
         status = _job_status(nodes, job)
         if status not in ("RUNNING", "PENDING"):

@@ -95,7 +95,7 @@ class ConcurrentStudy:
 @pytest.fixture(scope="module")
 def concurrent_study(ray_local, tmp_path_factory) -> ConcurrentStudy:
     """One study shared by the tests below (each Tune study costs ~45 s on 2 cores): its run left
-    RUNNING by a process that is gone, then 5 trials of 2 s, two at a time, child listings counted."""
+    RUNNING by a process that is gone, then 5 trials of 4 s, two at a time, child listings counted."""
     tmp_path = tmp_path_factory.mktemp("concurrent_study")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
@@ -105,7 +105,8 @@ def concurrent_study(ray_local, tmp_path_factory) -> ConcurrentStudy:
     subprocess.run([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, check=True)  # exits, run left RUNNING
     dead_owners_run_id = tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks")
     (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "hold-seconds").write_text("2")
+    # 4 s: under a loaded machine, trial starts came more than 2 s apart and no two trials overlapped.
+    (tmp_path / "ray" / "hold-seconds").write_text("4")
     listed, real = [], tracking.list_child_runs
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as stderr:
         patch.setattr(tracking, "list_child_runs", lambda uri, run_id: listed.append(run_id) or real(uri, run_id))
