@@ -12,8 +12,8 @@ Debian package `chromium`) through its DevTools protocol and checks:
 2. `laws/report.html` in the artifact viewer shows its figures: every image inside the viewer's
    frame has loaded (a non-zero natural width);
 3. `laws/report.md` in the artifact viewer shows its figures as images, not as literal text.
-Screenshots of the three pages go to --out. Exits 1 naming what failed. Not part of the test
-suite (CI has no browser); docs/studies.md says when to run it.
+Screenshots of the three pages go to --out. Exits 1 naming what failed. The test suite runs it only inside the
+cluster rehearsal and only where Chromium is installed; docs/studies.md says when to run it.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -178,6 +180,26 @@ async def look(root: str, debug_port: int, checks) -> list[str]:
             return failures
 
 
+def stop_process_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's whole group, SIGKILL to whatever of it is left after 10 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)  # any member left?
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
 def study_facts(tracking_uri: str, study: str) -> tuple[str, str, list[str], list[str]]:
     """(experiment id, study run id, trial run names, grid names) of a finished study."""
     experiment_id = tracking.get_or_create_experiment(tracking_uri, STUDY_EXPERIMENT)
@@ -217,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"check_mlflow_view: port {port} is in use; stop what serves it (the study prints it)")
     root = args.server.rstrip("/") if args.server else f"http://127.0.0.1:{port}"
     mlflow_bin = Path(sys.executable).parent / "mlflow"
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes (renderer, crash handler) outlive the browser by a moment and keep
+    # writing to the profile: they share a process group that is stopped as one, then the folder goes.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         ui = subprocess.Popen(
             ["sleep", "infinity"] if args.server else
             [str(mlflow_bin), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
@@ -226,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
                                     "--disable-site-isolation-trials", f"--remote-debugging-port={debug_port}",
                                     f"--user-data-dir={profile}", "about:blank"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)  # fmt: skip
         try:
             wait_for(root, 90)
             wait_for(f"http://127.0.0.1:{debug_port}/json/version", 30)
@@ -237,9 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
             failures = asyncio.run(look(root, debug_port, checks))
         finally:
-            for process in (browser, ui):
-                process.terminate()
-                process.wait(timeout=30)
+            stop_process_group(browser)
+            ui.terminate()
+            ui.wait(timeout=30)
     print(f"opened {url}\nscreenshots in {args.out}")
     for failure in failures:
         print(f"FAIL  {failure}")

@@ -338,7 +338,7 @@ def _fetch(url: str, rehearsal: Rehearsal) -> bytes:
 
 def _browser_check(rehearsal: Rehearsal) -> str:
     """The study's printed MLflow view opened in headless Chromium against the server (the runs table,
-    the report's figures), when Chromium is installed (`scripts/check_mlflow_view.py`; CI has none)."""
+    the report's figures), when Chromium is installed (`scripts/check_mlflow_view.py`)."""
     if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
         return "not run (no chromium on PATH)"
     looked = require_success(rehearsal.run("browser", ["python", "scripts/check_mlflow_view.py", "--server",
