@@ -44,6 +44,7 @@ from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
 from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noqa: E402
 from pipeline.rankme.model_rankme import measure_pool_rankme  # noqa: E402
 from pipeline.rankme.pool import select_pool  # noqa: E402
+from pipeline.rankme.readout_stats import calibrated_readout, calibration_pool  # noqa: E402
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
 from sweeps.laws.fits import fit_saturating  # noqa: E402
@@ -105,18 +106,23 @@ def parse_setting(name: str) -> Setting:
     return Setting(overrides=overrides, **fields)
 
 
-def measure(model, pool, tasks, normalisation: MelNormalisation, probe_name: str) -> dict:
+def measure(model, pool, tasks, normalisation: MelNormalisation, probe_name: str, calibration=None) -> dict:
     """R on the pool and Q over the tasks, as a study trial evaluates (pipeline.evaluate's embedding;
-    task inputs from its per-process cache, so only the first checkpoint decodes audio)."""
+    task inputs from its per-process cache, so only the first checkpoint decodes audio). `calibration`
+    (a pool of crops) re-estimates the running statistics for this readout, as a study does; None
+    reads out with the statistics training left (the readout before re-estimation). Training goes on
+    from its own statistics either way."""
     model.eval()
     tick = time.perf_counter()
-    rankme = measure_pool_rankme(model, pool, device="cpu")
-    embedder = FrameEmbedder(model, normalisation=normalisation, batch_chunks=256)
-    scores, replicates = {}, []
-    for task in tasks:
-        score, results = probe_task(task, embed_task(task, embedder).splits, seeds=1, training=scene_probe(probe_name))
-        scores[task.name] = score.mean
-        replicates.append(fold_test_replicates(results))
+    with calibrated_readout(model, calibration, device="cpu"):
+        rankme = measure_pool_rankme(model, pool, device="cpu")
+        embedder = FrameEmbedder(model, normalisation=normalisation, batch_chunks=256)
+        scores, replicates = {}, []
+        for task in tasks:
+            splits = embed_task(task, embedder).splits
+            score, results = probe_task(task, splits, seeds=1, training=scene_probe(probe_name))
+            scores[task.name] = score.mean
+            replicates.append(fold_test_replicates(results))
     model.train()
     return {
         "R": rankme.value,
@@ -164,7 +170,11 @@ def run_setting(
     probe: str,
     seed: int,
     marks: list[int] | None = None,
+    readouts: dict | None = None,
 ) -> list[dict]:
+    """Rows of (setting, seed, readout, step); `readouts` maps a readout's name to its calibration
+    pool (None: the statistics training left), each checkpoint measured under every one."""
+    readouts = readouts or {"recorded": None}
     torch.manual_seed(seed)
     model = build_model(setting.model, **setting.overrides, mask_ratio=setting.mask_ratio)
     crop = model.spec.crop_frames
@@ -176,18 +186,19 @@ def run_setting(
     rows, epoch, crops, losses = [], 0, np.zeros((0,)), []
     started = time.perf_counter()
     for step in range(setting.steps + 1):
-        if step in marks:
+        for readout, calibration in readouts.items() if step in marks else ():
             row = {
                 "setting": name,
                 "seed": seed,
+                "readout": readout,
                 "step": step,
                 "loss": float(np.mean(losses[-10:])) if losses else math.nan,
-                **measure(model, pool, tasks, normalisation, probe),
+                **measure(model, pool, tasks, normalisation, probe, calibration),
                 "train_s": time.perf_counter() - started,
             }
             rows.append(row)
             print(
-                f"{name:>14} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
+                f"{name:>14} {readout:>10} step {step:>5} loss {row['loss']:.3f} R {row['R']:6.2f} Q {row['Q']:.3f} "
                 f"[{' '.join(f'{v:.2f}' for v in row['tasks'].values())}] eval {row['eval_s']:.0f}s "
                 f"elapsed {row['train_s']:.0f}s",
                 flush=True,
@@ -213,16 +224,19 @@ def run_setting(
 
 
 def gain_line(rows: list[dict]) -> str:
-    """One setting and seed: each checkpoint's Q - Q(step 0) with its paired 95% interval and the
-    gain in units of the paired standard error (the issue's "twice the paired noise floor" is 2)."""
+    """One setting, seed and readout: each checkpoint's Q - Q(step 0) with its paired 95% interval and
+    the gain in units of the paired standard error (the issue's "twice the paired noise floor" is 2)."""
     start = rows[0]
     cells = []
     for row in rows[1:]:
         differences = np.asarray(row["q_replicates"]) - np.asarray(start["q_replicates"])
         low, high = paired_interval(row["q_replicates"], start["q_replicates"])
-        gain = row["Q"] - start["Q"]
-        cells.append(f"@{row['step']} {gain:+.4f} ({low:+.4f}..{high:+.4f}, {gain / differences.std(ddof=1):+.1f} SE)")
-    return f"{rows[0]['setting']} seed {rows[0]['seed']}: " + "; ".join(cells)
+        gain, se = row["Q"] - start["Q"], differences.std(ddof=1)
+        if se == 0:  # every test-clip resample scores the two alike: the same predictions
+            cells.append(f"@{row['step']} {gain:+.4f} (identical on every resample)")
+            continue
+        cells.append(f"@{row['step']} {gain:+.4f} ({low:+.4f}..{high:+.4f}, {gain / se:+.1f} SE)")
+    return f"{rows[0]['setting']} seed {rows[0]['seed']} {rows[0]['readout']}: " + "; ".join(cells)
 
 
 def print_q_of_r_fit(rows: list[dict]) -> None:
@@ -250,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=1, help="torch threads (1: steady when other work shares the cores)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
+    parser.add_argument(
+        "--readouts",
+        default="calibrated",
+        help="comma-separated: calibrated (running statistics re-estimated on the calibration crops, as a "
+        "study reads out) and/or recorded (as training left them); each checkpoint is measured under each",
+    )
     parser.add_argument(
         "--checkpoints",
         default=None,
@@ -279,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"pool N {sum(k for _, k in pool.rows)}, training rows read in {time.perf_counter() - tick:.0f} s", flush=True
     )
+    calibration = calibration_pool(str(shards), crop_frames=spec.crop_frames)
+    readouts = {name: calibration if name == "calibrated" else None for name in args.readouts.split(",")}
+    if set(readouts) - {"calibrated", "recorded"}:
+        raise SystemExit(f"--readouts: calibrated and/or recorded, got {args.readouts!r}")
     rows, gains = [], []
     for name in args.settings.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -292,14 +316,16 @@ def main(argv: list[str] | None = None) -> int:
                 probe=args.probe,
                 seed=seed,
                 marks=[int(s) for s in args.checkpoints.split(",")] if args.checkpoints else None,
+                readouts=readouts,
             )
-            gains.append(gain_line(setting_rows))
-            print(gains[-1], flush=True)
+            for readout in readouts:
+                gains.append(gain_line([row for row in setting_rows if row["readout"] == readout]))
+                print(gains[-1], flush=True)
             rows += setting_rows
     print("\nQ - Q(initialisation) per setting and seed (paired test-clip 95% interval, gain / paired SE):")
     print("\n".join(gains))
     if args.fit:
-        print_q_of_r_fit(rows)
+        print_q_of_r_fit([row for row in rows if row["readout"] == next(iter(readouts))])
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

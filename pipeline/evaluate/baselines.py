@@ -4,7 +4,8 @@ checkpoint has to beat before its Q means anything.
 - `naive`: log-mel mean and std over time per clip (pipeline.corpus.tasks.baseline.clip_features),
   no model at all.
 - `initialisation`: the study's encoder with random weights (seed `BaselineSetup.seed`), read out
-  exactly as every checkpoint is (the model's `embed`, time-averaged: pipeline.evaluate.task_embeddings).
+  exactly as every checkpoint is (the model's `embed`, time-averaged: pipeline.evaluate.task_embeddings;
+  running statistics re-estimated on the study's calibration crops: pipeline.rankme.readout_stats).
 - `control`: that same encoder trained supervised on the tasks' training clips
   (pipeline.evaluate.positive_control): a representation that provably carries the labels, so
   `control - initialisation` is the headroom Q has on these tasks.
@@ -49,11 +50,15 @@ from pipeline.evaluate.task_data import (
     split_audio_path,
 )
 from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.rankme.pool import RankMePool
+from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool
 
 NAIVE, INITIALISATION, CONTROL = "naive", "initialisation", "control"
 BASELINES = (NAIVE, INITIALISATION, CONTROL)
 # Bump when the way a baseline is measured changes: cached results from before are not reused.
-BASELINE_VERSION = 2  # 2: a partial last patch is kept only when its centre is audio (embeddings.INPUT_RULE)
+# 2: a partial last patch is kept only when its centre is audio (embeddings.INPUT_RULE); 3: running
+# statistics re-estimated on the calibration crops before each readout.
+BASELINE_VERSION = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +74,11 @@ class BaselineSetup:
     bin_mean: tuple[float, ...] = ()
     bin_std: tuple[float, ...] = ()
     seed: int = 0  # the initialisation's weights, and the control's start and batches
+    # The shards whose calibration crops re-estimate the model's running statistics before each readout
+    # (the study's RankMe pool shards, as for every checkpoint: pipeline.rankme.readout_stats), and the
+    # crop length; empty: the statistics stay as they are (a model without them, or no shards).
+    calibration_shards: str = ""
+    crop_frames: int = 0
     kinds: tuple[str, ...] = (NAIVE, INITIALISATION, CONTROL)  # which baselines, in this order
     control: ControlConfig = ControlConfig()
 
@@ -108,8 +118,20 @@ def task_folder_fingerprint(tasks_dir: str | Path, task_names: list[str] | None 
     return digest.hexdigest()[:24]
 
 
+def _calibration(setup: BaselineSetup) -> RankMePool | None:
+    return (
+        calibration_pool(setup.calibration_shards, crop_frames=setup.crop_frames) if setup.calibration_shards else None
+    )
+
+
 def baseline_key(setup: BaselineSetup) -> str:
-    facts = asdict(setup) | {"tasks_dir": task_folder_fingerprint(setup.tasks_dir), "version": BASELINE_VERSION}
+    calibration = _calibration(setup)
+    facts = asdict(setup) | {
+        "tasks_dir": task_folder_fingerprint(setup.tasks_dir),
+        # which crops, not where they are stored: the same shards moved to a bucket keep their results
+        "calibration_shards": calibration.fingerprint if calibration else "",
+        "version": BASELINE_VERSION,
+    }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
@@ -157,8 +179,11 @@ def model_label(setup: BaselineSetup) -> str:
 
 
 def _model_baselines(setup: BaselineSetup, tasks: list[TaskInfo], say) -> list[BaselineScore]:
-    """The initialisation, then the control trained from it (the same seed: their difference is the headroom)."""
-    embedder, results, model = _embedder(setup), [], model_label(setup)
+    """The initialisation, then the control trained from it (the same seed: their difference is the
+    headroom); each read out as a checkpoint is, its running statistics re-estimated on the calibration crops."""
+    embedder, results, model, calibration = _embedder(setup), [], model_label(setup), _calibration(setup)
+    if calibration is not None:
+        calibrate_for_readout(embedder.model, calibration, device=embedder.device)
     if INITIALISATION in setup.kinds:
         say(f"baselines: {model} at initialisation (seed {setup.seed})")
         results.append(_measure(INITIALISATION, f"{model}, random weights (seed {setup.seed})", tasks,
@@ -167,6 +192,8 @@ def _model_baselines(setup: BaselineSetup, tasks: list[TaskInfo], say) -> list[B
         tick = time.perf_counter()
         say(f"baselines: training the positive control ({setup.control.steps} supervised steps)")
         losses = train_positive_control(embedder, tasks, setup.control, progress=say)
+        if calibration is not None:  # training moved the statistics as it moves a checkpoint's
+            calibrate_for_readout(embedder.model, calibration, device=embedder.device)
         description = (f"{model} trained supervised on the tasks' training clips ({setup.control.steps} "
                        f"steps, loss {np.mean(losses[: len(tasks)]):.2f} -> {np.mean(losses[-len(tasks) :]):.2f})")  # fmt: skip
         control = _measure(CONTROL, description, tasks, lambda task: embed_task(task, embedder).splits, setup.probe)

@@ -12,11 +12,14 @@ mean over time of the frame features; timestamps are frame centres in millisecon
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
 from pipeline.audio.frontend import get_preset
 from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
+from pipeline.evaluate.readout_calibration import calibrate_checkpoint
 
 SAMPLE_RATE_HZ = 16_000
 
@@ -48,7 +51,13 @@ def load_model(model_file_path: str = "") -> HearModel:
 
         return HearModel(models.build_model("mae-debug"), {"model_name": "mae-debug"})
     model, meta = load_model_from_checkpoint(model_file_path)
-    return HearModel(model, meta)
+    try:  # read out as a study reads its checkpoints out (pipeline.evaluate.readout_calibration)
+        readout = calibrate_checkpoint(model, meta, device="cpu")
+    except (OSError, ValueError) as error:  # a checkpoint shipped without its shards still loads
+        warnings.warn(f"{model_file_path}: running statistics kept as saved, the shards are unreadable ({error})",
+                      stacklevel=2)  # fmt: skip
+        readout = "recorded"
+    return HearModel(model, {**meta, "readout_stats": readout})
 
 
 def _waves(audio: torch.Tensor, model: HearModel) -> list:

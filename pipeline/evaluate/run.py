@@ -30,6 +30,7 @@ from pipeline.evaluate.checkpoint_rankme import checkpoint_pool_rankme
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.probes.scene import DEFAULT_SEEDS, SceneProbe
+from pipeline.evaluate.readout_calibration import DEFAULT_READOUT_STATS
 from pipeline.evaluate.scores import (
     TaskScore,
     quality_q,
@@ -78,6 +79,9 @@ class EvaluationResult:
     # Q on each test-clip bootstrap resample (deterministic probes), the same resamples for every model
     # scored on these tasks: two results' replicates pair (pipeline.evaluate.scores.paired_interval).
     q_replicates: tuple[float, ...] = ()
+    # How running statistics were read out: "calibrated" (re-estimated on the study's calibration crops),
+    # "recorded" (as saved) or "none" (the model has none): pipeline.evaluate.readout_calibration.
+    readout_stats: str = "none"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,7 +92,7 @@ def evaluate_checkpoint(
     rankme_shards: str | None = None, rankme_n: int | None = None, task_rankme_n: int = DEFAULT_TASK_RANKME_N,
     seeds: int = DEFAULT_SEEDS, probe_training: SceneProbe = ProbeTrainingConfig(),
     lid_probe: LidProbeConfig | None = None, device: str = "cpu", progress: Callable[[str], None] | None = None,
-    workers: int = 1,
+    workers: int = 1, readout_stats: str = DEFAULT_READOUT_STATS,
 ) -> EvaluationResult:  # fmt: skip
     """RankMe (on the RankMe pool; `rankme_shards` / `rankme_n` override the checkpoint's) and probe
     scores of one checkpoint on the HEAR tasks under `tasks_dir`.
@@ -98,9 +102,11 @@ def evaluate_checkpoint(
     head on frame embeddings; every other task keeps the MLP. It goes with an MLP schedule only:
     the linear and kNN probes score every task, language-ID ones too, on scene embeddings.
     `progress` receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that
-    many one-thread processes (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores."""
+    many one-thread processes (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores.
+    `readout_stats`: how running statistics are read out (pipeline.evaluate.readout_calibration); R and
+    every task are read out the same way."""
     started = time.perf_counter()
-    embedder, meta = load_embedder(checkpoint_dir, device)
+    embedder, meta = load_embedder(checkpoint_dir, device, readout_stats=readout_stats, rankme_shards=rankme_shards)
     pool_value = checkpoint_pool_rankme(embedder, meta, rankme_shards=rankme_shards, rankme_n=rankme_n)
     seconds_rankme = time.perf_counter() - started
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
@@ -109,7 +115,8 @@ def evaluate_checkpoint(
     def job(task) -> TaskJob:
         return TaskJob(
             checkpoint_dir=str(checkpoint_dir), task_dir=str(task.directory), seeds=seeds,
-            probe_training=probe_training, lid_probe=lid_probe, device=device,
+            probe_training=probe_training, lid_probe=lid_probe, device=device, readout_stats=readout_stats,
+            rankme_shards=rankme_shards,
         )  # fmt: skip
 
     finished, seconds = _score_tasks(evaluate_tasks(tasks, job, embedder=embedder, workers=workers), progress)
@@ -137,6 +144,7 @@ def evaluate_checkpoint(
         lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
         q_replicates=quality_q_replicates([finished[task.name].test_replicates for task in tasks]),
+        readout_stats=meta["readout_stats"],
     )
 
 

@@ -28,6 +28,7 @@ from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
 from pipeline.evaluate.probes.lid import LidProbeConfig, probe_task_lid
 from pipeline.evaluate.probes.scene import SceneProbe, probe_task
 from pipeline.evaluate.probes.seeds import fold_test_replicates
+from pipeline.evaluate.readout_calibration import DEFAULT_READOUT_STATS, calibrate_checkpoint
 from pipeline.evaluate.scores import TaskScore
 from pipeline.evaluate.task_data import TaskInfo, probe_splits, read_split_labels
 from pipeline.evaluate.task_embeddings import embed_task
@@ -55,15 +56,26 @@ class TaskJob:
     probe_training: SceneProbe  # the scene probe: an MLP schedule, linear or kNN
     lid_probe: LidProbeConfig | None
     device: str
+    readout_stats: str = DEFAULT_READOUT_STATS  # pipeline.evaluate.readout_calibration
+    rankme_shards: str | None = None  # the calibration crops' shards when not the checkpoint's own
 
 
-_EMBEDDERS: dict[tuple[str, str], FrameEmbedder] = {}  # per process: (checkpoint, device) -> embedder
+_EMBEDDERS: dict[tuple, FrameEmbedder] = {}  # per process: (checkpoint, device, readout) -> embedder
 
 
-def load_embedder(checkpoint_dir: str | Path, device: str) -> tuple[FrameEmbedder, dict]:
+def load_embedder(
+    checkpoint_dir: str | Path,
+    device: str,
+    *,
+    readout_stats: str = DEFAULT_READOUT_STATS,
+    rankme_shards: str | None = None,
+) -> tuple[FrameEmbedder, dict]:
+    """The checkpoint's frozen model, ready to read out (its running statistics re-estimated unless
+    `readout_stats` is "recorded"), and its model.json with `readout_stats` set to the readout it got."""
     model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
+    readout = calibrate_checkpoint(model, meta, device=device, readout_stats=readout_stats, rankme_shards=rankme_shards)
     normalisation = normalisation_for(get_preset(model.spec.frontend_preset), meta)
-    return FrameEmbedder(model, normalisation=normalisation, device=device), meta
+    return FrameEmbedder(model, normalisation=normalisation, device=device), {**meta, "readout_stats": readout}
 
 
 def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> TaskEvaluation:
@@ -92,9 +104,11 @@ def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> Task
 def _evaluate_in_worker(job: TaskJob) -> TaskEvaluation:
     from pipeline.evaluate.task_data import read_task_info
 
-    key = (job.checkpoint_dir, job.device)
+    key = (job.checkpoint_dir, job.device, job.readout_stats, job.rankme_shards)
     if key not in _EMBEDDERS:
-        _EMBEDDERS[key] = load_embedder(job.checkpoint_dir, job.device)[0]
+        _EMBEDDERS[key] = load_embedder(
+            job.checkpoint_dir, job.device, readout_stats=job.readout_stats, rankme_shards=job.rankme_shards
+        )[0]
     return evaluate_task(read_task_info(job.task_dir), _EMBEDDERS[key], job)
 
 

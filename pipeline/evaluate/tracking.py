@@ -133,6 +133,7 @@ def log_evaluation(
             "tasks": sorted(result.task_scores),
             "tasks_dir": tasks_dir or "",
             "seeds": result.seeds,
+            "readout_stats": result.readout_stats,
             RANKME_N_KEY: result.rankme_n,
             RANKME_K_KEY: result.rankme_k,
             RANKME_POOL_KEY: result.rankme_pool,

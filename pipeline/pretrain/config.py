@@ -102,7 +102,11 @@ class PretrainConfig:
         "--min-lr-ratio x peak, or constant", choices=list(LR_SCHEDULES),
     )  # fmt: skip
     # The RankMe study's recipe (sweeps.protocol.recipe, App. B): its lr is a peak, not a base to rescale.
-    peak_lr: float | None = flag("--peak-lr", None, "peak lr used as given, without batch/256 scaling (replaces --lr)")
+    peak_lr: float | None = flag(
+        "--peak-lr",
+        None,
+        "peak lr used as given, without batch/256 scaling (replaces --lr); 0 keeps every weight as initialised",
+    )
     optimizer: str = flag(
         "--optimizer", "adamw", "adamw, or adamw8bit (bitsandbytes, GPU; AdamW with a logged note where unavailable)"
     )
@@ -246,9 +250,11 @@ class PretrainConfig:
                 f"need --rankme-steps >= 1 and --validation-fraction in [0, 1); got {self.rankme_steps}, "
                 f"{self.validation_fraction}"
             )
-        if self.optimizer not in OPTIMIZERS or (self.peak_lr is not None and self.peak_lr <= 0):
+        # --peak-lr 0 is allowed on purpose: every weight stays as initialised (AdamW's decoupled decay
+        # is scaled by the lr too) and only running statistics move, a control for the readout.
+        if self.optimizer not in OPTIMIZERS or (self.peak_lr is not None and self.peak_lr < 0):
             raise ValueError(
-                f"--optimizer must be one of {OPTIMIZERS} and --peak-lr > 0; got {self.optimizer!r}, {self.peak_lr}"
+                f"--optimizer must be one of {OPTIMIZERS} and --peak-lr >= 0; got {self.optimizer!r}, {self.peak_lr}"
             )
         if self.precision not in (None, *PRECISIONS):
             raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")

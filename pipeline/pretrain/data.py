@@ -19,6 +19,7 @@ import torch
 
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.rankme.pool import RankMePool, select_pool
+from pipeline.rankme.readout_stats import calibration_pool
 from pipeline.shards.crop_stream import CropStream, StreamPlan, StreamPosition, batches
 from pipeline.shards.crops import RawCrops, crop_policy, read_crops
 from pipeline.shards.format import read_manifest
@@ -60,6 +61,12 @@ def rankme_pool(config: PretrainConfig) -> RankMePool:
     training shards, `rankme_n` of them (None: the paper's 30,000, or all there are when fewer)."""
     # Read in this process: plain pyarrow over the clip ids, no Ray Data job to start.
     return select_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames, n=config.rankme_n)
+
+
+def readout_calibration(config: PretrainConfig) -> RankMePool:
+    """The crops a readout's running statistics are re-estimated on (pipeline.rankme.readout_stats):
+    from the RankMe pool's shards, so that evaluation re-derives the same ones from the checkpoint."""
+    return calibration_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames)
 
 
 # A small shard set (a data-volume grid's smallest subset, a test's) held out too few clips at 1%:

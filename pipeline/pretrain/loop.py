@@ -31,6 +31,7 @@ from pipeline.pretrain.data import (
     MicroBatches,
     load_validation_crops,
     rankme_pool,
+    readout_calibration,
     training_stream_plan,
 )
 from pipeline.pretrain.data_position import position_record, resume_position
@@ -73,6 +74,7 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
     rankme = RankMeSchedule(
         rankme_pool(config) if wants_rankme else None, every_steps=config.rankme_every_steps,
         steps=config.rankme_steps, last_step=config.steps, device=place.device,
+        calibration=readout_calibration(config) if wants_rankme else None,
     )  # fmt: skip
     validation = ValidationSchedule(
         load_validation_crops(config) if place.rank == 0 and config.validation_every_steps > 0 else None,

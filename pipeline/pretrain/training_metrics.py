@@ -13,6 +13,7 @@ from torch import nn
 
 from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme
 from pipeline.rankme.pool import RankMePool
+from pipeline.rankme.readout_stats import calibrated_readout
 
 
 class RankMeSchedule:
@@ -29,8 +30,12 @@ class RankMeSchedule:
         last_step: int,
         device: torch.device,
         steps: tuple[int, ...] = (),
+        calibration: RankMePool | None = None,
     ) -> None:
         self.pool, self.every_steps, self.last_step, self.device = pool, every_steps, last_step, device
+        # The readout's calibration crops: R is measured with running statistics re-estimated on them,
+        # as evaluation measures it, and training goes on from its own (pipeline.rankme.readout_stats).
+        self.calibration = calibration
         self.steps = frozenset(steps)
         self.latest: float | None = None
         self.latest_record: PoolRankMe | None = None
@@ -46,7 +51,8 @@ class RankMeSchedule:
         """The new value when `step` is a RankMe step (step 0: before training), else None."""
         if self.pool is None or not self.is_due(step):
             return None
-        self.latest_record = measure_pool_rankme(model, self.pool, device=self.device)
+        with calibrated_readout(model, self.calibration, device=self.device):
+            self.latest_record = measure_pool_rankme(model, self.pool, device=self.device)
         self.latest = self.latest_record.value
         return self.latest
 

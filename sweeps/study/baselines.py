@@ -30,7 +30,8 @@ def study_baseline_setup(
     reference: TrialSpec, context: StudyContext, *, kinds: tuple[str, ...], control_steps: int
 ) -> BaselineSetup:
     """The baselines of a study whose reference model is `reference`'s (the first trial of the grid)."""
-    model = trial_pretrain_config(reference).describe_model()
+    config = trial_pretrain_config(reference, context)
+    model = config.describe_model()
     shards = study_shards_dir(context.shards_root, model.spec.frontend_preset, reference.max_hours)
     manifest = read_manifest(shards)
     # The checkpoints' own rule (pipeline.evaluate.embeddings.normalisation_for): per clip, or the shards' stats.
@@ -43,6 +44,9 @@ def study_baseline_setup(
         bin_mean=() if per_clip else tuple(float(v) for v in manifest["mean"]),
         bin_std=() if per_clip else tuple(float(v) for v in manifest["std"]),
         seed=BASELINE_SEED,
+        # the crops every checkpoint's readout is calibrated on: its RankMe pool's shards
+        calibration_shards=str(config.rankme_shards_dir or shards),
+        crop_frames=int(config.crop_frames or model.spec.crop_frames),
         kinds=kinds,
         control=ControlConfig(steps=control_steps, seed=BASELINE_SEED),
     )

@@ -35,7 +35,7 @@ from sweeps.report.rankme_pool_check import rankme_pool_lines
 N_MELS = 80
 
 
-def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0):
+def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0, n_mels: int = N_MELS):
     """A shard directory written directly (no prep, no Ray): `rows` segments of `frames` frames."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True)
@@ -48,20 +48,20 @@ def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0)
                 index=i % 3,
                 offset_s=0.0,
                 duration_s=frames / 100,
-                mel=rng.normal(size=(frames, N_MELS)).astype(np.float32),
+                mel=rng.normal(size=(frames, n_mels)).astype(np.float32),
             ),
         )
         for i in range(rows)
     ]
     half = rows // 2
-    pq.write_table(segments_to_table(segments[:half], N_MELS), directory / "part-00000.parquet")
-    pq.write_table(segments_to_table(segments[half:], N_MELS), directory / "part-00001.parquet")
+    pq.write_table(segments_to_table(segments[:half], n_mels), directory / "part-00000.parquet")
+    pq.write_table(segments_to_table(segments[half:], n_mels), directory / "part-00001.parquet")
     manifest = {
-        "n_mels": N_MELS,
+        "n_mels": n_mels,
         "num_rows": rows,
         "preset": {"name": "audiomae", "normalize_per_clip": True},
-        "mean": [0.0] * N_MELS,
-        "std": [1.0] * N_MELS,
+        "mean": [0.0] * n_mels,
+        "std": [1.0] * n_mels,
         "rows_by_split": {},
         "part_files": describe_part_files(locate_shards(directory)),
     }
