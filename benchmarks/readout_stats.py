@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,7 +39,6 @@ from sweeps.protocol.recipe import evaluation_steps_for, trial_overrides  # noqa
 from sweeps.study.grids import BASE_TRIALS  # noqa: E402
 
 READOUTS = ("recorded", "calibrated")
-T_975 = {7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179}  # Student t, two-sided 95%
 
 
 def frozen_trial_config(home: Path, seed: int, work: Path) -> PretrainConfig:
@@ -89,7 +89,7 @@ def summary(readout: str, per_seed: list[list[tuple]]) -> None:
         gains = np.array([cell[1] for cell in column])
         beyond = sum(1 for cell in column if cell[2] > 0 and abs(cell[1]) > 2 * cell[2])
         r = np.array([cell[3] for cell in column])
-        half = T_975.get(n - 1, 2.0) * gains.std(ddof=1) / np.sqrt(n) if n > 2 else float("nan")
+        half = stats.t.ppf(0.975, n - 1) * gains.std(ddof=1) / np.sqrt(n) if n > 2 else float("nan")
         print(f"  step {step:>3}: Q mean {gains.mean():+.4f} (95% t {gains.mean() - half:+.4f}..{gains.mean() + half:+.4f}), "
               f"SD {gains.std(ddof=1):.4f}, |gain| > 2 SE on {beyond}/{n}; R mean {r.mean():+.2f}, "
               f"max |R drift| {np.abs(r).max():.2f}")  # fmt: skip

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -239,6 +240,40 @@ def gain_line(rows: list[dict]) -> str:
     return f"{rows[0]['setting']} seed {rows[0]['seed']} {rows[0]['readout']}: " + "; ".join(cells)
 
 
+def seed_verdict(rows: list[dict]) -> list[str]:
+    """Per setting and readout, over seeds (the verdict's rules, docs/cpu-default-research.md): the last
+    checkpoint's gain g = Q(last) - Q(0) with its paired SE per seed; the mean of g with its 95%
+    t-interval; how many seeds have g > 2 SE and g > 0; and whether Q rises with R over training
+    (Spearman correlation of R and Q over each seed's checkpoints: median, and seeds where positive)."""
+    lines = []
+    for setting, readout in dict.fromkeys((row["setting"], row["readout"]) for row in rows):
+        gains, ses, correlations = [], [], []
+        for seed in dict.fromkeys(row["seed"] for row in rows):
+            points = sorted((r for r in rows if (r["setting"], r["readout"], r["seed"]) == (setting, readout, seed)),
+                            key=lambda r: r["step"])  # fmt: skip
+            if len(points) < 2:
+                continue
+            start, last = points[0], points[-1]
+            gains.append(last["Q"] - start["Q"])
+            ses.append(float(np.std(np.asarray(last["q_replicates"]) - np.asarray(start["q_replicates"]), ddof=1)))
+            correlations.append(stats.spearmanr([r["R"] for r in points], [r["Q"] for r in points]).statistic)
+        n, g = len(gains), np.asarray(gains)
+        if n < 3:
+            lines.append(f"{setting} {readout}: {n} seeds, too few for an interval")
+            continue
+        half = stats.t.ppf(0.975, n - 1) * g.std(ddof=1) / np.sqrt(n)
+        beyond = sum(1 for gain, se in zip(gains, ses, strict=True) if se > 0 and gain > 2 * se)
+        positive_r = sum(1 for c in correlations if c > 0)
+        lines.append(
+            f"{setting} {readout}: last-checkpoint gain over {n} seeds mean {g.mean():+.4f} "
+            f"(95% t {g.mean() - half:+.4f}..{g.mean() + half:+.4f}), SD {g.std(ddof=1):.4f}, "
+            f"> 2 SE on {beyond}/{n}, > 0 on {int((g > 0).sum())}/{n}; Spearman(R, Q) over training median "
+            f"{np.nanmedian(correlations):+.2f}, positive on {positive_r}/{n}; gains "
+            + " ".join(f"{gain:+.3f}" for gain in gains)
+        )
+    return lines
+
+
 def print_q_of_r_fit(rows: list[dict]) -> None:
     """Q(R) over every point, as the study fits it: span of R, R² and parameters with 95% intervals."""
     r, q = np.array([row["R"] for row in rows]), np.array([row["Q"] for row in rows])
@@ -265,6 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
     parser.add_argument(
+        "--summarise",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="train nothing: print the seed verdict of rows written by earlier --json runs",
+    )
+    parser.add_argument(
         "--readouts",
         default="calibrated",
         help="comma-separated: calibrated (running statistics re-estimated on the calibration crops, as a "
@@ -283,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         "units): the settings as one in-process mini-study",
     )
     args = parser.parse_args(argv)
+    if args.summarise:
+        print("\n".join(seed_verdict([row for path in args.summarise for row in json.loads(path.read_text())])))
+        return 0
     torch.set_num_threads(args.threads)
     shards = args.home / "shards" / "dasheng"
     manifest = read_manifest(shards)
@@ -324,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += setting_rows
     print("\nQ - Q(initialisation) per setting and seed (paired test-clip 95% interval, gain / paired SE):")
     print("\n".join(gains))
+    print("\nThe seed verdict:")
+    print("\n".join(seed_verdict(rows)))
     if args.fit:
         print_q_of_r_fit([row for row in rows if row["readout"] == next(iter(readouts))])
     if args.json:

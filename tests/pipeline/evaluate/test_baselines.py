@@ -116,3 +116,38 @@ def test_the_model_is_named_with_its_overrides(tasks_dir):
     setup = _setup(tasks_dir, model_overrides={"pooled_vc_weight": 3.0, "encoder_dim": 128})
     assert model_label(setup) == "mae-debug (encoder_dim=128, pooled_vc_weight=3.0)"
     assert model_label(_setup(tasks_dir)) == "mae-debug"
+
+
+def test_a_calibrated_initialisation_is_its_step_0_checkpoint_read_out_by_evaluate(tasks_dir, tmp_path, monkeypatch):
+    # The study's initialisation baseline and a trial's step 0 must read out alike: running statistics
+    # re-estimated on the same calibration crops (pipeline.rankme.readout_stats), the same input.
+    from pipeline.checkpoint import save_model_checkpoint
+    from pipeline.evaluate.probes.scene import scene_probe
+    from pipeline.evaluate.run import evaluate_checkpoint
+    from tests.pipeline.rankme.test_rankme_pool import write_shards
+
+    shards = write_shards(tmp_path / "shards", rows=20, frames=400, n_mels=64, loc=2.0, scale=3.0)  # not N(0, 1)
+    identity = {"bin_mean": (0.0,) * 64, "bin_std": (1.0,) * 64, "kinds": (INITIALISATION,)}
+    import pipeline.evaluate.baselines as baselines
+
+    calibrated_models, calibrate = [], baselines.calibrate_for_readout
+    monkeypatch.setattr(baselines, "calibrate_for_readout",
+                        lambda model, pool, **kw: calibrated_models.append(pool.n) or calibrate(model, pool, **kw))  # fmt: skip
+    [calibrated] = measure_baselines(_setup(tasks_dir, calibration_shards=str(shards), crop_frames=200, **identity))
+    assert calibrated_models == [40]  # the initialisation, on every crop of the 20 rows (2 per row)
+    torch.manual_seed(3)
+    checkpoint = save_model_checkpoint(
+        tmp_path / "step0", build_model("mae-debug"), model_name="mae-debug", overrides={}, step=0,
+        shard_fingerprint="t", extra={"pretrain_config": {"shards_dir": str(shards), "crop_frames": 200}},
+    )  # fmt: skip
+    result = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, probe_training=scene_probe("knn"), task_rankme_n=40)
+    assert result.readout_stats == "calibrated"
+    assert result.task_scores.keys() == calibrated.task_scores.keys()
+    assert {name: score["mean"] for name, score in result.task_scores.items()} == pytest.approx(calibrated.task_scores)
+    assert tuple(result.q_replicates) == calibrated.q_replicates
+    # the statistics change what these inputs look like (task RankMe moves a little: a shift and scale
+    # equal over bins is mostly undone by the encoder; the toy tasks' kNN Q is
+    # too easy to move), so the equality above is between two calibrated readouts
+    recorded = evaluate_checkpoint(checkpoint, tasks_dir=tasks_dir, probe_training=scene_probe("knn"),
+                                   task_rankme_n=40, readout_stats="recorded")  # fmt: skip
+    assert abs(recorded.task_rankme - result.task_rankme) > 1e-5

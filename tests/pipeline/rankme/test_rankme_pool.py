@@ -35,8 +35,18 @@ from sweeps.report.rankme_pool_check import rankme_pool_lines
 N_MELS = 80
 
 
-def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0, n_mels: int = N_MELS):
-    """A shard directory written directly (no prep, no Ray): `rows` segments of `frames` frames."""
+def write_shards(
+    directory,
+    *,
+    rows: int = 30,
+    frames: int = 250,
+    seed: int = 0,
+    n_mels: int = N_MELS,
+    loc: float = 0.0,
+    scale: float = 1.0,
+):
+    """A shard directory written directly (no prep, no Ray): `rows` segments of `frames` frames of
+    N(loc, scale²) values (the manifest says mean 0, std 1 whatever they are)."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True)
     segments = [
@@ -48,7 +58,7 @@ def write_shards(directory, *, rows: int = 30, frames: int = 250, seed: int = 0,
                 index=i % 3,
                 offset_s=0.0,
                 duration_s=frames / 100,
-                mel=rng.normal(size=(frames, n_mels)).astype(np.float32),
+                mel=rng.normal(loc, scale, size=(frames, n_mels)).astype(np.float32),
             ),
         )
         for i in range(rows)
