@@ -12,7 +12,7 @@ A fair readout gives every checkpoint of such a trial the Q and R of its step 0.
     python benchmarks/readout_stats.py --home HOME --seeds 200,201,202,203,204,205,206,207
 
 HOME holds the embedded defaults (`bash scripts/main.sh` once). `--calibration-sizes 1024,4096`
-also scores each seed's step 0 with calibration sets of those sizes (how many crops are enough).
+also scores the first seed's step 0 with calibration sets of those sizes (how many crops are enough).
 Prints one line per seed and readout and a summary per checkpoint; docs/cpu-default-research.md
 quotes it.
 """
@@ -20,6 +20,7 @@ quotes it.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -84,23 +85,56 @@ def summary(readout: str, per_seed: list[list[tuple]]) -> None:
     """Per checkpoint over seeds: mean drift with its 95% t-interval, the spread, and the count beyond 2 SE."""
     n = len(per_seed)
     print(f"\n{readout}: Q - Q(step 0) and R - R(step 0) over {n} seeds")
-    for column in zip(*per_seed, strict=True):
-        step = column[0][0]
+    common = sorted(set.intersection(*({cell[0] for cell in cells} for cells in per_seed))) if per_seed else []
+    for step in common:
+        column = [next(cell for cell in cells if cell[0] == step) for cells in per_seed]
         gains = np.array([cell[1] for cell in column])
         beyond = sum(1 for cell in column if cell[2] > 0 and abs(cell[1]) > 2 * cell[2])
         r = np.array([cell[3] for cell in column])
-        half = stats.t.ppf(0.975, n - 1) * gains.std(ddof=1) / np.sqrt(n) if n > 2 else float("nan")
-        print(f"  step {step:>3}: Q mean {gains.mean():+.4f} (95% t {gains.mean() - half:+.4f}..{gains.mean() + half:+.4f}), "
-              f"SD {gains.std(ddof=1):.4f}, |gain| > 2 SE on {beyond}/{n}; R mean {r.mean():+.2f}, "
-              f"max |R drift| {np.abs(r).max():.2f}")  # fmt: skip
+        if n > 2:
+            half = stats.t.ppf(0.975, n - 1) * gains.std(ddof=1) / np.sqrt(n)
+            interval = f"95% t {gains.mean() - half:+.4f}..{gains.mean() + half:+.4f}"
+        else:
+            interval = f"no interval from {n} seeds"
+        print(f"  step {step:>3}: Q mean {gains.mean():+.4f} ({interval}), "
+              f"SD {gains.std(ddof=1):.4f}, mean |drift| {np.abs(gains).mean():.4f}, max {np.abs(gains).max():.4f}, "
+              f"|drift| > 2 SE on {beyond}/{n}; R mean {r.mean():+.2f}, max |R drift| {np.abs(r).max():.2f}")  # fmt: skip
+
+
+CELL = re.compile(r"@(\d+) Q ([+-][\d.]+) \((?:identical|([+-][\d.]+) SE)\) R ([+-][\d.]+)")
+
+
+def cells_of_line(line: str) -> tuple[str, list[tuple]] | None:
+    """(readout, cells) of one printed seed line (what `describe` wrote; SE rebuilt from gain / (gain/SE))."""
+    head, _, body = line.partition(": ")
+    if not head.startswith("seed ") or not body.startswith("@"):
+        return None
+    cells = []
+    for step, gain, in_se, r_drift in CELL.findall(body):
+        gain = float(gain)
+        se = 0.0 if not in_se else (abs(gain / float(in_se)) if float(in_se) else float("nan"))
+        cells.append((int(step), gain, se, float(r_drift)))
+    return head.split()[-1], cells
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="an $AUDIOSCALE_HOME with the defaults built")
     parser.add_argument("--seeds", default="200,201,202,203,204,205,206,207", help="comma-separated trial seeds")
+    parser.add_argument("--summarise-logs", type=Path, nargs="+", default=None,
+                        help="run nothing: summarise the seed lines these earlier outputs printed")  # fmt: skip
+    parser.add_argument("--every-step", action="store_true", help="the calibrated readout at every checkpoint too")
     parser.add_argument("--calibration-sizes", default="", help="e.g. 1024,4096: step 0 calibrated on that many crops")
     args = parser.parse_args(argv)
+    if args.summarise_logs:  # combine the seed lines of earlier runs (e.g. seeds split over two processes)
+        parsed: dict[str, list] = {readout: [] for readout in READOUTS}
+        for path in args.summarise_logs:
+            for line in path.read_text().splitlines():
+                if (found := cells_of_line(line)) is not None:
+                    parsed[found[0]].append(found[1])
+        for readout in READOUTS:
+            summary(readout, parsed[readout])
+        return 0
     seeds = [int(seed) for seed in args.seeds.split(",")]
     drifts: dict[str, list] = {readout: [] for readout in READOUTS}
     with tempfile.TemporaryDirectory(prefix="readout-stats-") as scratch:
@@ -112,11 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             wanted = {*evaluation_steps_for(result.steps, "all"), result.steps}
             checkpoints = [path for step, path in sorted(result.checkpoints) if step in wanted]
             for readout in READOUTS:
-                cells = drift_cells([evaluate(path, args.home, readout) for path in checkpoints])
+                # Calibrated, equal weights give equal readouts at every step (tests/pipeline/evaluate/
+                # test_readout_calibration.py): step 0 and the last step show it here at half the cost.
+                paths = (
+                    checkpoints if readout == "recorded" or args.every_step else checkpoints[:: len(checkpoints) - 1]
+                )
+                cells = drift_cells([evaluate(path, args.home, readout) for path in paths])
                 drifts[readout].append(cells)
                 print(f"seed {seed} {readout:>10}: " + "; ".join(describe(cell) for cell in cells), flush=True)
             shipped = readout_stats.CALIBRATION_CROPS
-            for size in [int(s) for s in args.calibration_sizes.split(",") if s]:
+            for size in [int(s) for s in args.calibration_sizes.split(",") if s] if index == 0 else ():
                 readout_stats.CALIBRATION_CROPS = size  # read at call time by calibration_pool
                 point = evaluate(checkpoints[0], args.home, "calibrated")
                 print(
