@@ -107,6 +107,7 @@ CELL = re.compile(r"@(\d+) Q ([+-][\d.]+) \((?:identical|([+-][\d.]+) SE)\) R ([
 def cells_of_line(line: str) -> tuple[str, list[tuple]] | None:
     """(readout, cells) of one printed seed line (what `describe` wrote; SE rebuilt from gain / (gain/SE))."""
     head, _, body = line.partition(": ")
+    body = body.split("; ", 1)[1] if body.startswith("step 0 ") else body
     if not head.startswith("seed ") or not body.startswith("@"):
         return None
     cells = []
@@ -117,12 +118,45 @@ def cells_of_line(line: str) -> tuple[str, list[tuple]] | None:
     return head.split()[-1], cells
 
 
+def print_cost(home: Path, repeats: int = 3) -> None:
+    """What re-estimation adds to one readout: the calibration pass next to the pool's RankMe, side by
+    side on the CPU default's model and shards (medians of `repeats`, this process's threads)."""
+    import statistics
+
+    import torch
+
+    from models import build_model
+    from pipeline.rankme.model_rankme import measure_pool_rankme
+    from pipeline.rankme.pool import select_pool
+
+    base = BASE_TRIALS["cpu_default"]
+    model = build_model(base.model_name, **base.model_overrides)
+    shards = str(home / "shards" / "dasheng")
+    pool = select_pool(shards, crop_frames=model.spec.crop_frames)
+
+    def seconds(work) -> float:
+        timings = []
+        for _ in range(repeats):
+            tick = time.perf_counter()
+            work()
+            timings.append(time.perf_counter() - tick)
+        return statistics.median(timings)
+
+    calibrate = seconds(lambda: readout_stats.calibrate_for_readout(
+        model, readout_stats.calibration_pool(shards, crop_frames=model.spec.crop_frames), device="cpu"))  # fmt: skip
+    rankme = seconds(lambda: measure_pool_rankme(model, pool, device="cpu"))
+    print(f"cost, {torch.get_num_threads()} threads, median of {repeats}: calibration ({readout_stats.CALIBRATION_CROPS} "
+          f"crops, selection included) {calibrate:.2f} s; RankMe of the pool ({pool.n} crops) {rankme:.2f} s; "
+          f"ratio {calibrate / rankme:.2f}", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="an $AUDIOSCALE_HOME with the defaults built")
     parser.add_argument("--seeds", default="200,201,202,203,204,205,206,207", help="comma-separated trial seeds")
     parser.add_argument("--summarise-logs", type=Path, nargs="+", default=None,
                         help="run nothing: summarise the seed lines these earlier outputs printed")  # fmt: skip
+    parser.add_argument("--cost", action="store_true", help="only time the calibration pass against the pool's RankMe")
     parser.add_argument("--every-step", action="store_true", help="the calibrated readout at every checkpoint too")
     parser.add_argument("--calibration-sizes", default="", help="e.g. 1024,4096: step 0 calibrated on that many crops")
     args = parser.parse_args(argv)
@@ -134,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                     parsed[found[0]].append(found[1])
         for readout in READOUTS:
             summary(readout, parsed[readout])
+        return 0
+    if args.cost:
+        print_cost(args.home)
         return 0
     seeds = [int(seed) for seed in args.seeds.split(",")]
     drifts: dict[str, list] = {readout: [] for readout in READOUTS}
@@ -151,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
                 paths = (
                     checkpoints if readout == "recorded" or args.every_step else checkpoints[:: len(checkpoints) - 1]
                 )
-                cells = drift_cells([evaluate(path, args.home, readout) for path in paths])
+                points = [evaluate(path, args.home, readout) for path in paths]
+                cells = drift_cells(points)
                 drifts[readout].append(cells)
-                print(f"seed {seed} {readout:>10}: " + "; ".join(describe(cell) for cell in cells), flush=True)
+                start = f"step 0 R {points[0]['R']:.3f} Q {points[0]['Q']:.4f}; "
+                print(f"seed {seed} {readout:>10}: {start}" + "; ".join(describe(cell) for cell in cells), flush=True)
             shipped = readout_stats.CALIBRATION_CROPS
             for size in [int(s) for s in args.calibration_sizes.split(",") if s] if index == 0 else ():
                 readout_stats.CALIBRATION_CROPS = size  # read at call time by calibration_pool
