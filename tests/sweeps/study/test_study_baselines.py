@@ -19,6 +19,7 @@ from sweeps.study.context import StudyContext
 from sweeps.study.grids import expand_grids
 from sweeps.study.tracking import study_comparisons
 from sweeps.study.trial import study_shards_dir, trial_pretrain_config, trial_seed
+from tests.pipeline.rankme.test_rankme_pool import write_shards
 from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 
 N_MELS = 64  # the dasheng preset of mae-debug
@@ -38,9 +39,11 @@ def study(tmp_path, monkeypatch):
     trials = expand_grids("mask_ratio", profile="cpu_default")
     preset = trial_pretrain_config(trials[0]).describe_model().spec.frontend_preset
     shards = study_shards_dir(context.shards_root, preset, trials[0].max_hours)
-    shards.mkdir(parents=True)
+    # Real rows: the baselines re-estimate running statistics on the shards' calibration crops.
+    write_shards(shards, rows=12, frames=400, n_mels=N_MELS)
+    manifest = json.loads((shards / "manifest.json").read_text())
     stats = {"mean": list(np.linspace(-8.0, -2.0, N_MELS)), "std": list(np.linspace(1.0, 3.0, N_MELS))}
-    (shards / "manifest.json").write_text(json.dumps(stats))
+    (shards / "manifest.json").write_text(json.dumps(manifest | stats))
     return context, trials
 
 
