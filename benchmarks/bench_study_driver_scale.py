@@ -1,10 +1,10 @@
 """The study driver at scale: hundreds of synthetic trials, several at once, logged to a tracking server.
 
     python benchmarks/bench_study_driver_scale.py [--trials 300] [--max-concurrent 4] [--hold-s 0]
-        [--auth basic | basic-cached | none]
+        [--auth basic | basic-uncached | none]
 
-A real `mlflow server` on 127.0.0.1 (the cluster rehearsal's; by default with MLflow's basic-auth app,
-as a cluster head runs it) and the product's study driver (`sweeps.study.driver.run_study` on a local
+A real `mlflow server` on 127.0.0.1 (the cluster rehearsal's; by default with MLflow's basic-auth app
+and its credential cache, as a cluster head runs it) and the product's study driver (`sweeps.study.driver.run_study` on a local
 Ray Tune) with the closed-form trial runner of the tests (`tests/support/synthetic_trials.py`) in
 place of pretraining: the mask_ratio grid (5 points) with `--train-seeds` enough for `--trials`, each
 trial held `--hold-s` seconds. What it measures is the driver, not training:
@@ -21,9 +21,9 @@ trial held `--hold-s` seconds. What it measures is the driver, not training:
   runner called once per trial. It exits 1 when anything is missing or duplicated.
 
 The closing analysis (reading the study back, the law fits with `--n-bootstrap` resamples, the
-report) is timed apart. `--auth basic-cached` adds MLflow's credential cache to the basic-auth
-config (`auth_cache_ttl_seconds`, off by default), which separates the driver's cost from the
-server's password check on every request. `--json FILE` writes the figures
+report) is timed apart. `--auth basic-uncached` leaves MLflow's credential cache off
+(`auth_cache_ttl_seconds = 0`, MLflow's default): the server then checks the password hash on every
+request, which shows what the cache saves. `--json FILE` writes the figures
 (tests/sweeps/study/test_study_driver_scale.py runs a small study through this script and reads them).
 """
 
@@ -290,25 +290,11 @@ class PhaseTimer:
 
 @contextlib.contextmanager
 def tracking_server_for(auth: str, root: Path):
-    """The rehearsal's `mlflow server`: without auth, with basic auth as the cluster's head runs it, or
-    with basic auth and MLflow's credential cache (`auth_cache_ttl_seconds`, off by default)."""
-    if auth != "basic-cached":
-        with tracking_server.running_tracking_server(root, basic_auth=auth == "basic") as server:
-            yield server
-        return
-    original = tracking_server._auth_config
-
-    def cached(root: Path, password: str) -> Path:
-        path = original(root, password)
-        path.write_text(path.read_text() + "auth_cache_ttl_seconds = 600\n")
-        return path
-
-    tracking_server._auth_config = cached
-    try:
-        with tracking_server.running_tracking_server(root, basic_auth=True) as server:
-            yield server
-    finally:
-        tracking_server._auth_config = original
+    """The rehearsal's `mlflow server`: without auth, with basic auth as the cluster's head runs it
+    (credential cache on), or with basic auth and no credential cache (MLflow's default)."""
+    ttl = 0 if auth == "basic-uncached" else tracking_server.AUTH_CACHE_TTL_S
+    with tracking_server.running_tracking_server(root, basic_auth=auth != "none", auth_cache_ttl_s=ttl) as server:
+        yield server
 
 
 def study_config(uri: str, storage: Path, *, seeds: int, max_concurrent: int, cpus_per_trial: float,
@@ -405,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus-per-trial", type=float, default=0.25)
     parser.add_argument("--hold-s", type=float, default=0.0, help="seconds each synthetic trial takes")
     parser.add_argument(
-        "--auth", choices=["basic", "basic-cached", "none"], default="basic",
-        help="the server's basic-auth app (as on a cluster), the same with MLflow's credential cache, or none",
+        "--auth", choices=["basic", "basic-uncached", "none"], default="basic",
+        help="the server's basic-auth app as on a cluster (credential cache on), the same without the cache, or none",
     )  # fmt: skip
     parser.add_argument("--n-bootstrap", type=int, default=20)
     parser.add_argument("--quiet", action="store_true", help="no per-trial progress lines")

@@ -23,6 +23,10 @@ from cluster.rehearsal.server_process import start_server, stop_group, wait_unti
 
 START_TIMEOUT_S = 120  # the first start creates the SQLite schema (MLflow's migrations): ~10 s on 2 cores
 ADMIN = "admin"
+# How long the basic-auth app keeps a checked password (MLflow's default 0 checks the hash on every
+# request: a trial's child run then took 9.9 s instead of 0.35 s, docs/performance.md). The cluster
+# configurations set the same; a changed password can keep working that long on another server worker.
+AUTH_CACHE_TTL_S = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +45,9 @@ class TrackingServer:
         return env
 
 
-def _auth_config(root: Path, password: str) -> Path:
-    """The basic-auth app's ini: users in their own SQLite file, READ for anyone but the admin."""
+def _auth_config(root: Path, password: str, *, cache_ttl_s: int = AUTH_CACHE_TTL_S) -> Path:
+    """The basic-auth app's ini: users in their own SQLite file, READ for anyone but the admin, checked
+    passwords cached for `cache_ttl_s` (0: MLflow's default, no cache)."""
     path = root / "basic_auth.ini"
     path.write_text(
         "[mlflow]\n"
@@ -51,6 +56,7 @@ def _auth_config(root: Path, password: str) -> Path:
         f"admin_username = {ADMIN}\n"
         f"admin_password = {password}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        f"auth_cache_ttl_seconds = {cache_ttl_s}\n"
     )
     return path
 
@@ -78,7 +84,12 @@ def running_mlflow_server(
 
 @contextlib.contextmanager
 def running_tracking_server(
-    root: Path, *, artifacts: str | None = None, store_env: dict[str, str] | None = None, basic_auth: bool = False
+    root: Path,
+    *,
+    artifacts: str | None = None,
+    store_env: dict[str, str] | None = None,
+    basic_auth: bool = False,
+    auth_cache_ttl_s: int = AUTH_CACHE_TTL_S,
 ) -> Iterator[TrackingServer]:
     port = free_port()
     command = [sys.executable, "-m", *server_argv(root, port=port, artifacts=artifacts, basic_auth=basic_auth)]
@@ -87,7 +98,7 @@ def running_tracking_server(
     if basic_auth:
         password = secrets.token_hex(24)
         env |= {
-            "MLFLOW_AUTH_CONFIG_PATH": str(_auth_config(root, password)),
+            "MLFLOW_AUTH_CONFIG_PATH": str(_auth_config(root, password, cache_ttl_s=auth_cache_ttl_s)),
             "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(24),
         }
     log_path = root / "mlflow-server.log"

@@ -20,6 +20,7 @@ from cluster_file_readers import (
     read_required_packages,
 )
 
+from cluster.rehearsal.tracking_server import AUTH_CACHE_TTL_S
 from pipeline.pretrain.__main__ import build_parser, config_from_args
 
 KUBERAY_DIR = CLUSTER_DIR / "kuberay"
@@ -205,6 +206,7 @@ def test_mlflow_server_requires_a_password_from_a_secret_and_every_ray_container
     command = " ".join(container["command"] + container["args"])
     assert "mlflow server --app-name basic-auth" in command and '"Flask-WTF<2"' in command
     assert "MLFLOW_AUTH_CONFIG_PATH=" in command and "admin_password = %s" in command
+    assert f"auth_cache_ttl_seconds = {AUTH_CACHE_TTL_S}\\n" in command  # as the rehearsal's server runs
     secrets = {var["name"]: var["valueFrom"]["secretKeyRef"] for var in container["env"] if "valueFrom" in var}
     assert secrets["MLFLOW_ADMIN_PASSWORD"] == {"name": "mlflow-auth", "key": "admin-password"}
     assert secrets["MLFLOW_FLASK_SERVER_SECRET_KEY"]["name"] == "mlflow-auth"

@@ -18,6 +18,8 @@ import yaml
 from cluster_file_readers import CLUSTER_DIR, RAY_IMAGE, read_required_packages
 from ray.autoscaler._private.util import prepare_config, validate_config
 
+from cluster.rehearsal.tracking_server import AUTH_CACHE_TTL_S
+
 LAUNCHER_FILES = sorted((CLUSTER_DIR / "ray-up").glob("*.yaml"))
 
 
@@ -104,12 +106,14 @@ def test_head_serves_mlflow_with_a_database_and_a_bucket_for_artifacts(path):
 
 def _read_auth_config(ini_path) -> dict[str, str]:
     """The auth config's [mlflow] section; every key must be one of MLflow's own basic_auth.ini, whose
-    admin_password line ships commented out (importing the auth app needs Flask-WTF, absent here)."""
+    admin_password and cache lines ship commented out (importing the auth app needs Flask-WTF, absent here)."""
     shipped = configparser.ConfigParser()
     shipped_text = (
         Path(importlib.util.find_spec("mlflow").origin).parent / "server" / "auth" / "basic_auth.ini"
     ).read_text()
-    shipped.read_string(shipped_text.replace("# admin_password =", "admin_password ="))
+    for key in ("admin_password", "auth_cache_ttl_seconds"):
+        shipped_text = shipped_text.replace(f"# {key} =", f"{key} =")
+    shipped.read_string(shipped_text)
     written = configparser.ConfigParser()
     written.read(ini_path)
     assert set(written["mlflow"]) <= set(shipped["mlflow"]), set(written["mlflow"]) - set(shipped["mlflow"])
@@ -135,3 +139,5 @@ def test_mlflow_server_requires_a_password_every_node_has(path, tmp_path):
     auth = _read_auth_config(tmp_path / "mlflow" / "basic_auth.ini")
     assert (auth["admin_username"], auth["admin_password"], auth["default_permission"]) == ("admin", "s3cret", "READ")
     assert auth["database_uri"] == "sqlite:////home/ray/mlflow/basic_auth.db"  # beside the run database on the head
+    # Checked passwords cached as in the rehearsal's server (uncached, a trial's tracking calls take seconds).
+    assert int(auth["auth_cache_ttl_seconds"]) == AUTH_CACHE_TTL_S > 0

@@ -25,7 +25,7 @@ SCRIPT = REPO_ROOT / "benchmarks" / "bench_study_driver_scale.py"
 def test_a_concurrent_study_logged_to_a_tracking_server_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "figures.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--trials", "10", "--max-concurrent", "4", "--auth", "basic-cached",
+        [sys.executable, str(SCRIPT), "--trials", "10", "--max-concurrent", "4", "--auth", "basic",
          "--n-bootstrap", "5", "--quiet", "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
     )  # fmt: skip
