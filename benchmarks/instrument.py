@@ -16,7 +16,15 @@ removes the shared luck of the test split; seeds give the spread over initialisa
 RankMe of the probed embedding over the task clips (every split), labelled "R (task audio)": the
 study's R uses its pretraining pool, which needs shards this benchmark does not build.
 
+The readout's running statistics (pipeline.rankme.readout_stats): with `--calibration-shards DIR`
+(pretraining shards, e.g. HOME/shards/dasheng after a default run) every source is read out as a
+study reads it, its statistics re-estimated on DIR's calibration crops (the controls after their
+training). Without it the encoders keep the statistics they have (mean 0 and variance 1 at
+initialisation, the task clips' after the control's training) and checkpoints the ones they were
+saved with; the output says which.
+
     python benchmarks/instrument.py --home HOME [--seeds 0,1,2] [--control-steps 700] [--checkpoints DIR]
+        [--calibration-shards DIR]
 
 HOME holds the default tasks (`python -m pipeline.corpus tasks` with AUDIOSCALE_HOME=HOME).
 Prints one table per readout family and the differences that decide whether Q has headroom.
@@ -55,6 +63,7 @@ from pipeline.evaluate.task_data import (  # noqa: E402
 )
 from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
 from pipeline.rankme.effective_rank import rankme  # noqa: E402
+from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool  # noqa: E402
 
 MODEL = "mae-debug"  # the CPU default profile's encoder (sweeps.study.grids)
 POOLINGS = ("mean", "mean+std")
@@ -138,13 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--control-steps", type=int, default=ControlConfig().steps, help="positive control steps")
     parser.add_argument("--checkpoints", default="", help="comma-separated checkpoint directories to score too")
     parser.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")
+    parser.add_argument(
+        "--calibration-shards", default=None,
+        help="pretraining shards whose calibration crops every source's running statistics are re-estimated on",
+    )  # fmt: skip
     return parser
 
 
 def measure_all(args, tasks, log) -> tuple[dict, dict]:
     """({source name: per-readout results}, naive results); sources: init:s, control:s, checkpoints."""
     checkpoints = [Path(c) for c in args.checkpoints.split(",") if c]
-    loaded = [load_embedder(c, "cpu")[0] for c in checkpoints]
+    readout_stats = "calibrated" if args.calibration_shards else "recorded"
+    loaded = [load_embedder(c, "cpu", readout_stats=readout_stats, rankme_shards=args.calibration_shards)[0]
+              for c in checkpoints]  # fmt: skip
     normalisation = loaded[0].normalisation if loaded else None  # one model input for every source
     sources = {}
     for seed in (int(s) for s in args.seeds.split(",")):
@@ -152,11 +167,13 @@ def measure_all(args, tasks, log) -> tuple[dict, dict]:
         embedder = FrameEmbedder(build_model(MODEL), normalisation=normalisation)
         layers = list(range(embedder.model.config.encoder_depth + 1))
         tick = time.perf_counter()
+        calibrate(embedder, args.calibration_shards)
         sources[f"init:{seed}"] = measure_source(tasks, embedder, layers)
         log(f"init seed {seed}: {len(sources[f'init:{seed}'])} readouts in {time.perf_counter() - tick:.0f} s")
         tick = time.perf_counter()
         control = ControlConfig(steps=args.control_steps, seed=seed)
         losses = train_positive_control(embedder, tasks, control, progress=log)
+        calibrate(embedder, args.calibration_shards)
         sources[f"control:{seed}"] = measure_source(tasks, embedder, layers)
         log(f"control seed {seed}: loss {np.mean(losses[:7]):.3f} -> {np.mean(losses[-7:]):.3f}, "
             f"trained and measured in {time.perf_counter() - tick:.0f} s")  # fmt: skip
@@ -165,6 +182,13 @@ def measure_all(args, tasks, log) -> tuple[dict, dict]:
         sources[f"ckpt:{path.parent.name.split('@')[0]}/{path.name}"] = measure_source(tasks, embedder, layers)
         log(f"checkpoint {path} measured")
     return sources, naive_source(tasks)
+
+
+def calibrate(embedder: FrameEmbedder, shards: str | None) -> None:
+    """Re-estimates the encoder's running statistics on the shards' calibration crops (None: as it is)."""
+    if shards:
+        pool = calibration_pool(shards, crop_frames=embedder.model.spec.crop_frames)
+        calibrate_for_readout(embedder.model, pool, device="cpu")
 
 
 def spread(values: list[float]) -> str:
@@ -219,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     names = args.tasks.split(",") if args.tasks else None
     tasks = [read_task_info(d) for d in list_task_dirs(args.home / "tasks", names)]
     log(f"{len(tasks)} tasks; seeds {args.seeds}; control {args.control_steps} steps")
+    if args.calibration_shards:
+        log(f"readout statistics re-estimated on the calibration crops of {args.calibration_shards}")
+    else:
+        log("readout statistics as the models have them (no --calibration-shards): init at mean 0 / variance 1")
     sources, naive = measure_all(args, tasks, log)
     seeds = args.seeds.split(",")
     checkpoints = [name for name in sources if name.startswith("ckpt:")]
