@@ -1,11 +1,12 @@
 """Is there a trend of Q along a scale variable to fit, or would a fitted law only decorate noise?
 
 A saturating law fitted to five points can converge and print parameters with intervals even when
-the trials do not differ. Three checks, any one of which makes the trend undetectable:
+the points do not differ. A point is a trial (Q(N), Q(D), ...) or a checkpoint (Q(R)). Three checks,
+any one of which makes the trend undetectable:
 
-- noise: the per-trial 95% intervals of Q share a common value (the highest lower bound is at most
-  the lowest upper bound), so no two trials differ detectably; needs every trial's interval
-  (`q_ci_low` / `q_ci_high`, from two or more probe seeds);
+- noise: the points' 95% intervals of Q share a common value (the highest lower bound is at most
+  the lowest upper bound), so no two points differ detectably; needs every point's interval
+  (`q_ci_low` / `q_ci_high`, from test-clip replicates or two or more probe seeds);
 - range: x spans less than `MIN_RELATIVE_X_SPAN` of its smallest value (a law in log x needs x to move);
 - rank: Q neither rises nor falls with x (Spearman's rank correlation, p >= 0.05): a saturating
   law fitted to a cloud converges to a flat line with R² near 0 but above it;
@@ -81,13 +82,13 @@ def check_q_trend(
     with_interval = np.isfinite(low) & np.isfinite(high)
     if not with_interval.all():
         caveats.append(
-            f"{int((~with_interval).sum())} of {len(q)} trials have no informative 95% interval of Q ({no_interval}), "
+            f"{int((~with_interval).sum())} of {len(q)} points have no informative 95% interval of Q ({no_interval}), "
             "so the spread of Q was not compared with the noise"
         )
     elif low.max() <= high.min():
         reasons.append(
-            f"Q ranges {q.min():.3f}-{q.max():.3f} across {len(q)} trials, within the trials' own 95% "
-            f"intervals: every interval contains Q = {(low.max() + high.min()) / 2:.3f}, so no two trials "
+            f"Q ranges {q.min():.3f}-{q.max():.3f} across {len(q)} points, within the points' own 95% "
+            f"intervals: every interval contains Q = {(low.max() + high.min()) / 2:.3f}, so no two points "
             "differ detectably"
         )
     relative_span = (x.max() - x.min()) / x.min() if x.min() > 0 else np.inf

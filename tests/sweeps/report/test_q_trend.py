@@ -42,7 +42,7 @@ TRENDING = _study_table([40.0, 80.0, 150.0, 250.0, 400.0], [0.45, 0.53, 0.58, 0.
 def test_flat_study_has_no_detectable_trend_and_says_why():
     check = check_q_of_r(FLAT, fit_study_laws(FLAT, n_bootstrap=0))
     assert not check.detectable
-    assert any("within the trials' own 95% intervals" in reason for reason in check.reasons)
+    assert any("within the points' own 95% intervals" in reason for reason in check.reasons)
     assert any(reason.startswith("RankMe R (pool) spans only 0.16%") for reason in check.reasons)
 
 
@@ -84,7 +84,7 @@ def test_without_per_trial_intervals_the_noise_check_is_reported_as_not_run():
     table = TRENDING.drop(columns=["q_ci_low", "q_ci_high"])
     check = check_q_of_r(table, fit_study_laws(table, n_bootstrap=0))
     assert check.detectable
-    assert "5 of 5 trials have no informative 95% interval of Q (not recorded)" in check.verdict()
+    assert "5 of 5 points have no informative 95% interval of Q (not recorded)" in check.verdict()
 
 
 def test_report_opens_the_q_of_r_section_with_the_verdict_and_shows_each_interval():

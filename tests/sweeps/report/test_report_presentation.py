@@ -91,7 +91,7 @@ def test_report_prints_no_uninformative_interval():
     markdown = study_markdown("masks", table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), [], info=INFO)
     assert "| mask0.70 @100 | " in markdown and "| n/a (2 seeds) |" in markdown
     assert not re.search(r"\| -0\.\d+-", markdown)  # no interval reaching below 0
-    assert "trials have no informative 95% interval of Q (2 seeds)" in markdown
+    assert "points have no informative 95% interval of Q (2 seeds)" in markdown
 
 
 def test_mask_ratio_study_fits_q_of_r_only_and_says_why_the_others_were_skipped():
