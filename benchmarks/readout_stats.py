@@ -78,7 +78,7 @@ def describe(cell: tuple[int, float, float, float]) -> str:
     step, gain, se, r_drift = cell
     if se == 0:
         return f"@{step} Q {gain:+.4f} (identical) R {r_drift:+.2f}"
-    return f"@{step} Q {gain:+.4f} ({gain / se:+.1f} SE) R {r_drift:+.2f}"
+    return f"@{step} Q {gain:+.4f} ({gain / se:+.1f} SE of {se:.5f}) R {r_drift:+.2f}"
 
 
 def summary(readout: str, per_seed: list[list[tuple]]) -> None:
@@ -101,7 +101,9 @@ def summary(readout: str, per_seed: list[list[tuple]]) -> None:
               f"|drift| > 2 SE on {beyond}/{n}; R mean {r.mean():+.2f}, max |R drift| {np.abs(r).max():.2f}")  # fmt: skip
 
 
-CELL = re.compile(r"@(\d+) Q ([+-][\d.]+) \((?:identical|([+-][\d.]+) SE)\) R ([+-][\d.]+)")
+# "(+2.0 SE of 0.00410)"; lines printed before the SE itself was ("(+2.0 SE)") give it back only to the
+# rounding of their ratio, so a drift near 2 SE may be counted on the wrong side there.
+CELL = re.compile(r"@(\d+) Q ([+-][\d.]+) \((?:identical|([+-][\d.]+) SE(?: of ([\d.]+))?)\) R ([+-][\d.]+)")
 
 
 def cells_of_line(line: str) -> tuple[str, list[tuple]] | None:
@@ -111,9 +113,12 @@ def cells_of_line(line: str) -> tuple[str, list[tuple]] | None:
     if not head.startswith("seed ") or not body.startswith("@"):
         return None
     cells = []
-    for step, gain, in_se, r_drift in CELL.findall(body):
+    for step, gain, in_se, printed_se, r_drift in CELL.findall(body):
         gain = float(gain)
-        se = 0.0 if not in_se else (abs(gain / float(in_se)) if float(in_se) else float("nan"))
+        if printed_se:
+            se = float(printed_se)
+        else:
+            se = 0.0 if not in_se else (abs(gain / float(in_se)) if float(in_se) else float("nan"))
         cells.append((int(step), gain, se, float(r_drift)))
     return head.split()[-1], cells
 
