@@ -27,12 +27,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from cluster.rehearsal.commands import REPO_ROOT, require_success
 from cluster.rehearsal.ray_nodes import TwoNodes, ray_client_env, running_two_nodes
 from cluster.rehearsal.stages import Rehearsal, RehearsalFailed, expect
+
+T = TypeVar("T")
 
 STUDY, GRID = "rehearsal-study", "compute"
 STUDY_SHARDS_PATH, STUDY_RUNS_PATH = "study-shards", "study-runs"
@@ -131,23 +134,30 @@ def _trial_checkpoints(rehearsal: Rehearsal) -> dict[str, set[str]]:
     return found
 
 
+def _poll_the_running_job(nodes: TwoNodes, job: str, awaited: str, found: Callable[[], T | None], every_s: float) -> T:
+    """found()'s first answer that is not None, checked every `every_s` while the job runs; a job that
+    ends first, or CHECKPOINT_TIMEOUT_S without an answer, fails the rehearsal naming what was awaited."""
+    deadline = time.monotonic() + CHECKPOINT_TIMEOUT_S
+    while (answer := found()) is None:
+        status = _job_status(nodes, job)
+        if status not in ("RUNNING", "PENDING"):
+            raise RehearsalFailed(f"the study job is {status} before {awaited}:\n{_job_logs(nodes, job)[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RehearsalFailed(f"still waiting for {awaited} after {CHECKPOINT_TIMEOUT_S} s")
+        time.sleep(every_s)
+    return answer
+
+
 def _wait_for_a_checkpoint_of(rehearsal: Rehearsal, nodes: TwoNodes, job: str, run_name: str) -> str:
     """The run's first checkpoint, once a second one appears: Ray Train registers a checkpoint only
     when its upload ends, and the step after it waits for that, so the first is then registered (a
     kill right after the first folder appeared once restarted the trial from step 0)."""
-    deadline = time.monotonic() + CHECKPOINT_TIMEOUT_S
-    while True:
+
+    def first_of_two() -> str | None:
         folders = _trial_checkpoints(rehearsal).get(run_name, set())
-        if len(folders) >= 2:
-            return sorted(folders)[0]
-        status = _job_status(nodes, job)
-        if status not in ("RUNNING", "PENDING"):
-            raise RehearsalFailed(
-                f"the study job is {status} before {run_name} checkpointed:\n{_job_logs(nodes, job)[-3000:]}"
-            )
-        if time.monotonic() > deadline:
-            raise RehearsalFailed(f"{run_name} had no checkpoint in the bucket after {CHECKPOINT_TIMEOUT_S} s")
-        time.sleep(1)
+        return sorted(folders)[0] if len(folders) >= 2 else None
+
+    return _poll_the_running_job(nodes, job, f"{run_name} checkpointed in the bucket", first_of_two, every_s=1)
 
 
 def _wait_for_end(nodes: TwoNodes, job: str) -> str:
@@ -181,21 +191,13 @@ def _child_runs(rehearsal: Rehearsal) -> list:
 def _wait_for_a_finished_and_a_running_trial(rehearsal: Rehearsal, nodes: TwoNodes, job: str) -> tuple[set, dict]:
     from sweeps.record.keys import STATUS_OK, STATUS_TAG
 
-    deadline = time.monotonic() + CHECKPOINT_TIMEOUT_S
-    while True:
+    def finished_and_running() -> tuple[set, dict] | None:
         children = _child_runs(rehearsal)
         done = {run.info.run_name for run in children if run.data.tags.get(STATUS_TAG) == STATUS_OK}
         running = {run.info.run_name: run.info.run_id for run in children if run.info.status == "RUNNING"}
-        if done and running:
-            return done, running
-        status = _job_status(nodes, job)
-        if status not in ("RUNNING", "PENDING"):
-            raise RehearsalFailed(
-                f"the study job is {status} before a trial finished:\n{_job_logs(nodes, job)[-3000:]}"
-            )
-        if time.monotonic() > deadline:
-            raise RehearsalFailed(f"no trial finished in {CHECKPOINT_TIMEOUT_S} s")
-        time.sleep(2)
+        return (done, running) if done and running else None
+
+    return _poll_the_running_job(nodes, job, "a trial finished", finished_and_running, every_s=2)
 
 
 def study_on_two_nodes(rehearsal: Rehearsal) -> dict:
