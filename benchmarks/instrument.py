@@ -19,7 +19,8 @@ study's R uses its pretraining pool, which needs shards this benchmark does not 
 The readout's running statistics (pipeline.rankme.readout_stats): with `--calibration-shards DIR`
 (pretraining shards, e.g. HOME/shards/dasheng after a default run) every source is read out as a
 study reads it, its statistics re-estimated on DIR's calibration crops (the controls after their
-training). Without it the encoders keep the statistics they have (mean 0 and variance 1 at
+training), and every clip is normalised with DIR's per-bin statistics as the study's input is
+(unless `--checkpoints` give theirs). Without it the encoders keep the statistics they have (mean 0 and variance 1 at
 initialisation, the task clips' after the control's training) and checkpoints the ones they were
 saved with; the output says which.
 
@@ -47,8 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from q_noise_floor import interval  # noqa: E402
 
 from models import build_model  # noqa: E402
+from pipeline.audio.frontend import get_preset  # noqa: E402
 from pipeline.evaluate.baselines import naive_splits  # noqa: E402
-from pipeline.evaluate.embeddings import FrameEmbedder  # noqa: E402
+from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation, normalisation_for  # noqa: E402
 from pipeline.evaluate.input_cache import model_inputs  # noqa: E402
 from pipeline.evaluate.positive_control import ControlConfig, train_positive_control  # noqa: E402
 from pipeline.evaluate.probes.knn import KnnProbeConfig  # noqa: E402
@@ -160,7 +162,7 @@ def measure_all(args, tasks, log) -> tuple[dict, dict]:
     readout_stats = "calibrated" if args.calibration_shards else "recorded"
     loaded = [load_embedder(c, "cpu", readout_stats=readout_stats, rankme_shards=args.calibration_shards)[0]
               for c in checkpoints]  # fmt: skip
-    normalisation = loaded[0].normalisation if loaded else None  # one model input for every source
+    normalisation = loaded[0].normalisation if loaded else shard_normalisation(args.calibration_shards)
     sources = {}
     for seed in (int(s) for s in args.seeds.split(",")):
         torch.manual_seed(seed)
@@ -182,6 +184,15 @@ def measure_all(args, tasks, log) -> tuple[dict, dict]:
         sources[f"ckpt:{path.parent.name.split('@')[0]}/{path.name}"] = measure_source(tasks, embedder, layers)
         log(f"checkpoint {path} measured")
     return sources, naive_source(tasks)
+
+
+def shard_normalisation(shards: str | None) -> MelNormalisation | None:
+    """One model input for every source: the checkpoints' when given, else the calibration shards'
+    per-bin statistics (the input the calibration crops have), else each clip standardised on its own."""
+    if not shards:
+        return None
+    preset = get_preset(build_model(MODEL).spec.frontend_preset)
+    return normalisation_for(preset, {"pretrain_config": {"shards_dir": shards}})
 
 
 def calibrate(embedder: FrameEmbedder, shards: str | None) -> None:
