@@ -183,6 +183,13 @@ def check_task_files(task: TaskInfo) -> int:
 def list_task_dirs(tasks_dir: str | Path, names: list[str] | None = None) -> list[Path]:
     """Task directories under `tasks_dir`, optionally only `names` (unknown names are an error)."""
     root = Path(tasks_dir)
+    blocker = next((p for p in [root, *root.parents] if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        # Building the tasks there would fail too: say what blocks the path instead.
+        raise TaskFormatError(
+            f"tasks directory {root}: {blocker} is a file, not a directory; pass --tasks-dir DIR, or set "
+            "$AUDIOSCALE_HOME to a folder (the default tasks live in $AUDIOSCALE_HOME/tasks)"
+        )
     if not root.is_dir():
         raise TaskFormatError(
             f"tasks directory {root} does not exist; build it with `python -m pipeline.corpus tasks --output {root}`"

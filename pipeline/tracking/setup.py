@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 from pipeline import paths
+from pipeline.cli_errors import UserError
+from pipeline.writable import nearest_existing
 
 CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
 
@@ -20,6 +22,7 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     `sqlite:///x.db` or a bare file path (`runs/mlflow.db`, or a directory that then holds
     `mlflow.db`) becomes an absolute SQLite URI. Server URIs (http, https, databricks) pass through.
     """
+    source = _source_of(uri)
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.default_tracking_uri()
     if uri.startswith("sqlite:///"):
         db_path = Path(uri[len("sqlite:///") :])
@@ -30,8 +33,36 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     else:
         return uri
     db_path = db_path.expanduser().resolve()
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    _make_store_folder(db_path.parent, source=source, uri=uri)
     return f"sqlite:///{db_path}"
+
+
+def _source_of(uri: str | None) -> str:
+    """Where the URI came from, as the user would name it in a message."""
+    if uri:
+        return "--tracking-uri"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return "$MLFLOW_TRACKING_URI"
+    return "$AUDIOSCALE_HOME"
+
+
+def _make_store_folder(folder: Path, *, source: str, uri: str) -> None:
+    """Create the store's folder, or say in one line why not: under a file, `mkdir` raises
+    FileExistsError or NotADirectoryError, which used to end the command in a traceback before
+    any writable check could name the flag."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        blocker = nearest_existing(folder)
+        why = f"{blocker} is a file, not a directory" if not blocker.is_dir() else (error.strerror or str(error))
+        if source == "$AUDIOSCALE_HOME":
+            raise UserError(
+                f"$AUDIOSCALE_HOME {paths.audioscale_home()}: the default MLflow store {uri} cannot be made "
+                f"({why}); set AUDIOSCALE_HOME to a folder, or pass --tracking-uri"
+            ) from None
+        raise UserError(
+            f"{source} {uri}: cannot make the store's folder {folder} ({why}); choose another path"
+        ) from None
 
 
 @functools.lru_cache(maxsize=1)
