@@ -18,7 +18,8 @@ from pipeline.cli_errors import UserError, run_cli
 from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
 from pipeline.evaluate.__main__ import check_device, parse_config, probe_training_from
 from pipeline.evaluate.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
-from pipeline.tracking.setup import resolve_tracking_uri
+from pipeline.evaluate.run import write_results
+from pipeline.tracking.runs import checked_store
 from sweeps.study.external_log import log_external_point, study_probe, study_rankme_pool, study_run_id
 
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     config.check_counts()
     probe_training = probe_training_from(config)
     label = output_label(config, args.label)
-    uri = resolve_tracking_uri(config.tracking_uri)
+    uri = checked_store(config.tracking_uri)  # a server that is not there: one line, before the module is scored
     study_run = study_run_id(uri, args.study)
     probe = study_probe(uri, study_run)
     if probe and probe != config.probe:
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     pool = pool_from_flags(config) or study_rankme_pool(uri, study_run, args.study)
     result, hear, tasks_dir = score_hear_module(config, probe_training, pool)
+    output = Path(config.output) if config.output else paths.audioscale_home() / "external" / label
+    write_results(result, output)  # on disk before MLflow: a store that stops answering loses nothing
     if not config.no_mlflow:
         result.run_id = log_external_point(
             result,
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             label=label,
             tasks_dir=str(tasks_dir),
         )
-    print_results(result, Path(config.output) if config.output else paths.audioscale_home() / "external" / label)
+    print_results(result, output)
     if result.run_id:
         print(
             f"MLflow run: {result.run_id} (external point of study {args.study}; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from pipeline.evaluate.tracking import (
     pretraining_run_id,
 )
 from pipeline.storage_uri import child_uri, is_uri
+from pipeline.tracking.runs import checked_store, resolve_tracking_uri
 
 __all__ = ["EvaluateConfig", "build_parser", "check_device", "main", "parse_config", "probe_training_from"]
 
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--model-file and --rankme-crop-frames go with --hear-module")
     if config.output and is_uri(config.output):
         check_bucket(config.output, what="--output", write=True)  # before any embedding is computed
+    if config.run_id or not config.no_mlflow:
+        checked_store(config.tracking_uri)  # a tracking server that is not there: one line, before any work
     source = config.checkpoint or checkpoint_dir_of_run(config.tracking_uri, config.run_id)
     if is_uri(source):
         with local_checkpoint(source) as local:
@@ -110,15 +114,28 @@ def _evaluate(config: EvaluateConfig, checkpoint_dir: Path, probe_training, work
         ) from error
     if shown_as:
         result.checkpoint_dir = without_query(shown_as)
+    # The scores reach the disk before MLflow: a store that stops answering (or a Ctrl-C while
+    # MLflow retries it) must not lose the evaluation. With a run, they are written again with its id.
+    written = _write_results_beside(result, config.output, checkpoint_dir, shown_as)
     if not config.no_mlflow:
-        result.run_id = log_evaluation(
-            result,
-            tracking_uri=config.tracking_uri,
-            parent_run_id=config.run_id or pretraining_run_id(meta),
-            tasks_dir=str(tasks_dir),
-        )
+        try:
+            result.run_id = log_evaluation(
+                result,
+                tracking_uri=config.tracking_uri,
+                parent_run_id=config.run_id or pretraining_run_id(meta),
+                tasks_dir=str(tasks_dir),
+            )
+        except KeyboardInterrupt:
+            print(f"evaluate: interrupted while logging to MLflow; the scores are kept in {written}", file=sys.stderr)
+            raise
+        except Exception as error:  # noqa: BLE001 - whatever MLflow raises, the scores are safe: say where
+            raise UserError(
+                f"--tracking-uri {resolve_tracking_uri(config.tracking_uri)}: logging the evaluation failed "
+                f"({type(error).__name__}: {' '.join(str(error).split())[:200]}); the scores are kept in {written}"
+            ) from error
+        written = _write_results_beside(result, config.output, checkpoint_dir, shown_as)
     print(format_table(result))
-    print(f"results: {_write_results_beside(result, config.output, checkpoint_dir, shown_as)}")
+    print(f"results: {written}")
     if result.run_id:
         print(f"MLflow run: {result.run_id}")
     return 0

@@ -18,6 +18,7 @@ import math
 import tempfile
 from pathlib import Path
 
+from pipeline.cli_errors import UserError
 from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.tracking.keys import (
     EVAL_Q_METRIC,
@@ -33,6 +34,7 @@ from pipeline.tracking.keys import (
     TASK_RANKME_METRIC,
 )
 from pipeline.tracking.runs import (
+    RunNotFoundError,
     TrackedRun,
     attach_run,
     experiment_name_of_run,
@@ -54,7 +56,14 @@ def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path | str:
     """The newest checkpoint of a pretraining run: its `audioscale.checkpoint_dir` tag (a folder, or
     a bucket URI as given), else the highest-step checkpoint under the run's local Ray storage
     (`storage_path/run_name`)."""
-    run = read_run(resolve_tracking_uri(tracking_uri), run_id)
+    uri = resolve_tracking_uri(tracking_uri)
+    try:
+        run = read_run(uri, run_id)
+    except RunNotFoundError:
+        raise UserError(
+            f"--run-id {run_id}: no such run in the MLflow store {uri}; copy the id from the MLflow UI "
+            "(or the pretraining's closing lines), pass --tracking-uri for another store, or pass --checkpoint PATH"
+        ) from None
     tagged = run["tags"].get(CHECKPOINT_TAG)
     if tagged and "://" in tagged:
         return tagged  # read (and checked) by pipeline.checkpoint_copy.local_checkpoint

@@ -51,12 +51,12 @@ from pipeline.tracking.keys import RANKME_METRIC, TRAIN_STEPS_PARAM
 from pipeline.tracking.lifecycle import killed_on_interrupt
 from pipeline.tracking.runs import (
     CODE_VERSION_ENV,
+    checked_store,
     code_version,
     read_run,
-    resolve_tracking_uri,
     start_or_resume_run,
 )
-from pipeline.writable import check_free_space, check_local_store, check_writable_dir
+from pipeline.writable import check_free_space, check_writable_dir
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -90,7 +90,7 @@ def run_pretraining(
     TuneReportCallback in a study trial)."""
     # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
     model = model or config.describe_model()
-    check_local_store(resolve_tracking_uri(config.tracking_uri))
+    checked_store(config.tracking_uri)  # a tracking server that is not there: one line in seconds
     storage = config.storage_path or str(default_ray_storage_dir())
     if "://" not in storage:
         check_writable_dir(storage, what="--storage-path")

@@ -11,7 +11,9 @@ Conventions:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import sys
 import time
@@ -30,6 +32,7 @@ from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, t
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
+from pipeline.tracking.setup import uri_source
 from pipeline.tracking.store_lock import sqlite_path, store_lock
 from pipeline.writable import check_local_store
 
@@ -55,7 +58,18 @@ def ready_store(uri: str) -> None:
     _READY_STORES.add(uri)
 
 
-def check_store(uri: str) -> None:
+# The up-front check asks a server once, quickly: MLflow's client would otherwise retry a dead or
+# failing server with backoff for minutes (7 retries, 120 s timeout each, by default) before the
+# command says anything.
+CHECK_TIMEOUT_S = 5
+_QUICK_REQUEST_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CHECK_TIMEOUT_S)}
+
+
+class RunNotFoundError(LookupError):
+    """No run with this id in the store."""
+
+
+def check_store(uri: str, *, flag: str = "--tracking-uri") -> None:
     """Raise ValueError naming the URI unless the MLflow store answers (a server: within 5 s).
 
     A local store must be writable first: MLflow retries a read-only SQLite file for ~2 minutes
@@ -66,13 +80,38 @@ def check_store(uri: str) -> None:
     try:
         if parsed.scheme in ("http", "https"):  # MLflow's client retries a dead server for minutes
             port = parsed.port or (443 if parsed.scheme == "https" else 80)
-            socket.create_connection((parsed.hostname, port), timeout=5).close()
-        mlflow.MlflowClient(uri).search_experiments(max_results=1)
+            socket.create_connection((parsed.hostname, port), timeout=CHECK_TIMEOUT_S).close()
+        with _quick_requests():
+            mlflow.MlflowClient(uri).search_experiments(max_results=1)
     except Exception as error:  # noqa: BLE001 - any failure to open the store is the same user error
         raise ValueError(
-            f"--tracking-uri {uri}: the MLflow store cannot be opened ({type(error).__name__}: "
+            f"{flag} {uri}: the MLflow store cannot be opened ({type(error).__name__}: "
             f"{' '.join(str(error).split())[:200]}); check the URI or start the server"
         ) from error
+
+
+def checked_store(uri: str | None) -> str:
+    """The absolute form of `uri` (`resolve_tracking_uri`) once its store answers. Every command that
+    logs to MLflow calls this before its expensive work, so that a tracking server that is not there
+    is one line within seconds, not minutes of silence after the work is done."""
+    resolved = resolve_tracking_uri(uri)
+    check_store(resolved, flag=uri_source(uri))
+    return resolved
+
+
+@contextlib.contextmanager
+def _quick_requests():
+    """MLflow reads its HTTP retry settings from the environment at each request."""
+    saved = {key: os.environ.get(key) for key in _QUICK_REQUEST_ENV}
+    os.environ.update(_QUICK_REQUEST_ENV)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _artifact_location(tracking_uri: str) -> str | None:
@@ -243,7 +282,12 @@ def attach_run(tracking_uri: str, run_id: str) -> TrackedRun:
 def read_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
     """Params, tags, status, artifact URI and full metric histories [(step, value)] of a run."""
     client = mlflow.MlflowClient(resolve_tracking_uri(tracking_uri))
-    run = client.get_run(run_id)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as error:
+        if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise RunNotFoundError(f"no run {run_id} in the MLflow store {tracking_uri}") from None
+        raise
     history = {
         key: [
             (m.step, m.value)

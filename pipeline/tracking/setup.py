@@ -22,7 +22,7 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     `sqlite:///x.db` or a bare file path (`runs/mlflow.db`, or a directory that then holds
     `mlflow.db`) becomes an absolute SQLite URI. Server URIs (http, https, databricks) pass through.
     """
-    source = _source_of(uri)
+    source = uri_source(uri)
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or paths.default_tracking_uri()
     if uri.startswith("sqlite:///"):
         db_path = Path(uri[len("sqlite:///") :])
@@ -37,8 +37,9 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return f"sqlite:///{db_path}"
 
 
-def _source_of(uri: str | None) -> str:
-    """Where the URI came from, as the user would name it in a message."""
+def uri_source(uri: str | None) -> str:
+    """Where the tracking URI came from, as the user would name it in a message: the flag, the
+    MLflow variable, or the default store under $AUDIOSCALE_HOME."""
     if uri:
         return "--tracking-uri"
     if os.environ.get("MLFLOW_TRACKING_URI"):
