@@ -233,6 +233,15 @@ def stale_owner(tracking_uri: str, run_id: str) -> str | None:
     return owner
 
 
+def live_owner(tracking_uri: str, run_id: str) -> str | None:
+    """The owner of a run RUNNING in another live process on this machine, else None."""
+    run = mlflow.MlflowClient(tracking_uri).get_run(run_id)
+    owner = run.data.tags.get(OWNER_TAG)
+    if run.info.status != "RUNNING" or not owner or owner == this_owner() or not owner_alive(owner):
+        return None
+    return owner
+
+
 def _claim(client: mlflow.MlflowClient, run_id: str, run_name: str) -> None:
     """Refuse a run another live process is writing; take over one left RUNNING, saying so."""
     run = client.get_run(run_id)

@@ -176,6 +176,12 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
     # A study left RUNNING by a process that is gone (killed) is taken over (with a note), as with --resume.
+    running_in = tracking.live_owner(uri, existing) if existing is not None else None
+    if running_in is not None:  # before "pass --resume": resuming a study that runs now is refused too
+        raise ValueError(
+            f"study {study_name!r} is running now in process {running_in}; wait for it to end or stop it "
+            "(then --resume continues it), or pass --study NEW_NAME to start another"
+        )
     left_by = tracking.stale_owner(uri, existing) if existing is not None and not config.resume else None
     if existing is not None and not config.resume and left_by is None:
         raise ValueError(

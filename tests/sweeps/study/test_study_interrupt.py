@@ -47,3 +47,28 @@ def test_ctrl_c_marks_the_study_run_killed(tmp_path):
     assert "interrupted (run" in stderr and "marked KILLED" in stderr
     uri = _settings(tmp_path)["tracking_uri"]
     assert tracking.read_run(uri, tracking.find_run_id(uri, STUDY_EXPERIMENT, "masks"))["status"] == "KILLED"
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_study_running_now_is_named_before_any_advice_to_resume(resume, tmp_path):
+    """Starting a study a live process is running: the refusal says it runs now, with or without
+    --resume (the plain "already exists; pass --resume" was wrong advice while it runs)."""
+    from sweeps.study.config import StudyConfig
+    from sweeps.study.driver import _open_study
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = (
+        "from pipeline.tracking import runs as tracking; "
+        f"tracking.start_or_resume_run(tracking_uri={uri!r}, experiment_name={STUDY_EXPERIMENT!r}, run_name='s'); "
+        "print('started', flush=True); import time; time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "started"
+        config = StudyConfig(grid="mask_ratio", study_name="s", tracking_uri=uri, resume=resume)
+        with pytest.raises(ValueError, match=f"is running now in process .*:{holder.pid}:") as refused:
+            _open_study(config, n_trials=1)
+        assert "pass --resume" not in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
