@@ -39,6 +39,7 @@ from pipeline.evaluate.scores import TaskScore, quality_q
 from pipeline.evaluate.task_data import (
     HEAR_SAMPLE_RATE_HZ,
     TaskInfo,
+    check_task_files,
     encode_targets,
     list_task_dirs,
     probe_splits,
@@ -116,11 +117,15 @@ def evaluate_hear_module(
 ) -> EvaluationResult:
     """R on `pool` (NaN when None) and per-task scores and Q of a HEAR module (see the module doc)."""
     started = time.perf_counter()
+    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
+    for task in tasks:  # a damaged task is named before the module embeds anything
+        check_task_files(task)
+    tick = time.perf_counter()
     pool_value = hear_module_pool_rankme(hear, pool)
-    seconds = {"rankme_pool": time.perf_counter() - started}
+    seconds = {"rankme_pool": time.perf_counter() - tick}
     scores: dict[str, TaskScore] = {}
     features = []
-    for task in [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]:
+    for task in tasks:
         tick = time.perf_counter()
         splits = embed_task_with_module(task, hear)
         seconds[f"embed/{task.name}"], tick = time.perf_counter() - tick, time.perf_counter()

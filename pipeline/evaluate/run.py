@@ -38,7 +38,7 @@ from pipeline.evaluate.scores import (
     quality_q_replicates,
     quality_q_test_interval,
 )
-from pipeline.evaluate.task_data import TaskInfo, list_task_dirs, read_task_info
+from pipeline.evaluate.task_data import TaskInfo, check_task_files, list_task_dirs, read_task_info
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
     TaskJob,
@@ -106,11 +106,16 @@ def evaluate_checkpoint(
     `readout_stats`: how running statistics are read out (pipeline.evaluate.readout_calibration); R and
     every task are read out the same way."""
     started = time.perf_counter()
+    # The task folder first (labels, file names, audio headers: under a second for the default tasks):
+    # a damaged task must be named before the model is read out and its pool measured, not after.
+    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
+    for task in tasks:
+        check_task_files(task)
+    _check_lid_probe(lid_probe, probe_training, tasks)
+    tick = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device, readout_stats=readout_stats, rankme_shards=rankme_shards)
     pool_value = checkpoint_pool_rankme(embedder, meta, rankme_shards=rankme_shards, rankme_n=rankme_n)
-    seconds_rankme = time.perf_counter() - started
-    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
-    _check_lid_probe(lid_probe, probe_training, tasks)
+    seconds_rankme = time.perf_counter() - tick
 
     def job(task) -> TaskJob:
         return TaskJob(

@@ -79,13 +79,7 @@ def read_task_info(task_dir: str | Path) -> TaskInfo:
     metrics = metadata.get("evaluation") or []
     if not metrics:
         raise TaskFormatError(f"{directory}/task_metadata.json: 'evaluation' lists no metric (the first is primary)")
-    vocabulary_path = directory / "labelvocabulary.csv"
-    if not vocabulary_path.exists():
-        raise TaskFormatError(f"missing {vocabulary_path}")
-    with vocabulary_path.open(newline="") as handle:
-        rows = sorted((int(row["idx"]), row["label"]) for row in csv.DictReader(handle))
-    if [idx for idx, _ in rows] != list(range(len(rows))):
-        raise TaskFormatError(f"{vocabulary_path}: idx must run 0..{len(rows) - 1} without gaps")
+    rows = _read_vocabulary(directory / "labelvocabulary.csv")
     splits = metadata.get("splits") or []
     split_names = tuple(s["name"] if isinstance(s, dict) else str(s) for s in splits)
     return TaskInfo(
@@ -98,6 +92,35 @@ def read_task_info(task_dir: str | Path) -> TaskInfo:
         labels=tuple(label for _, label in rows),
         label_kind=str(metadata.get("label_kind") or ""),
     )
+
+
+def _read_vocabulary(path: Path) -> list[tuple[int, str]]:
+    """(idx, label) rows of labelvocabulary.csv, sorted by idx and checked to run 0..n-1."""
+    if not path.exists():
+        raise TaskFormatError(f"missing {path}")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        if not {"idx", "label"} <= set(header):
+            # A header that is not HEAR's (`idx;label` from a spreadsheet's export, a missing header row)
+            # would surface as KeyError: 'idx', naming neither the file nor the fix.
+            found = repr(",".join(header)) if header else "an empty file"
+            raise TaskFormatError(
+                f"{path}: expected HEAR's comma-separated header idx,label (then one idx,label row per class), "
+                f"found {found}; rewrite the file with commas"
+            )
+        rows = []
+        for row in reader:
+            idx, label = (row["idx"] or "").strip(), row["label"]
+            if not idx.isdigit() or label is None:
+                raise TaskFormatError(
+                    f"{path}: line {reader.line_num} is not idx,label with a whole-number idx; rewrite that line"
+                )
+            rows.append((int(idx), label))
+    rows.sort()
+    if [idx for idx, _ in rows] != list(range(len(rows))):
+        raise TaskFormatError(f"{path}: idx must run 0..{len(rows) - 1} without gaps")
+    return rows
 
 
 def probe_splits(task: TaskInfo) -> list[ProbeSplit]:
@@ -163,9 +186,10 @@ def encode_targets(task: TaskInfo, labels_per_file: list[list[str]]) -> np.ndarr
 
 def check_task_files(task: TaskInfo) -> int:
     """Every split the probe needs has its label file, with known labels and audio for each clip
-    listed; returns the number of clips. Reads labels and file names only, no audio: a study's
-    preflight runs it so a missing `test.json` is found before any training, not after it."""
-    clips = 0
+    listed, and no clip is empty; returns the number of clips. Reads labels, file names and audio
+    headers only (~50 us a clip): a study's preflight runs it so a missing `test.json` is found
+    before any training, not after it, and an evaluation runs it before the model is read out."""
+    clips, empty = 0, []
     for split in sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)}):
         labels = read_split_labels(task, split)
         if not labels:
@@ -176,8 +200,42 @@ def check_task_files(task: TaskInfo) -> int:
                 f"{task.directory}/{HEAR_SAMPLE_RATE_HZ}/{split}/ lacks {len(missing)} clip(s) that {split}.json "
                 f"lists, e.g. {missing[0]}"
             )
+        empty += [
+            path for path in (split_audio_path(task, split, name) for name in sorted(labels)) if _frames(path) == 0
+        ]
         clips += len(labels)
+    _refuse_empty_clips(task, empty)
     return clips
+
+
+# Named in full in an error line; the rest are counted.
+EMPTY_CLIPS_NAMED = 3
+
+
+def _refuse_empty_clips(task: TaskInfo, empty: list[Path]) -> None:
+    """Clips with a header and 0 samples are refused, not scored and not skipped. They hold no sound:
+    our front end would pad one to a window of silence and a HEAR module gets a (n, 0) tensor, so its
+    label would be graded on each model's padding rather than on audio, and leaving it out would
+    change the test set behind the user's back (Q compares only over the same clips). Such a file is
+    damage (an interrupted write, a failed conversion): the task should be remade, or the clip taken
+    out of its split file knowingly."""
+    if not empty:
+        return
+    named = ", ".join(str(path) for path in empty[:EMPTY_CLIPS_NAMED])
+    more = f" and {len(empty) - EMPTY_CLIPS_NAMED} more" if len(empty) > EMPTY_CLIPS_NAMED else ""
+    raise TaskFormatError(
+        f"task {task.name}: {len(empty)} clip(s) hold 0 samples of audio (a header only): {named}{more}; "
+        f"a clip without sound cannot be scored: remake the task folder, or take the clip(s) out of their "
+        f"split's .json in {task.directory}"
+    )
+
+
+def _frames(path: Path) -> int:
+    """Samples per channel, from the header alone."""
+    try:
+        return soundfile.info(path).frames
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise TaskFormatError(f"cannot read task audio {path}: {error}") from None
 
 
 def list_task_dirs(tasks_dir: str | Path, names: list[str] | None = None) -> list[Path]:
