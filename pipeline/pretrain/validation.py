@@ -7,7 +7,12 @@ masked-reconstruction loss on a fixed set of their crops, with fixed masks, so t
 only by the weights.
 
 Converged (our definition; the paper states none): `patience` checks in a row, none of which lowered
-the best validation MSE by more than `tolerance` (relative). The step is the check that made it so.
+the validation MSE by more than `tolerance` (relative) below the reference, the last value that did.
+The reference moves only on such a fall, as in Keras' EarlyStopping with `min_delta`: were it every
+new minimum, a loss falling slowly (0.05% a check against a tolerance of 0.1%) would never count as
+improving and would be called converged while it falls. A run that goes on after converging (no
+early stop) and then falls by more than the tolerance was not converged after all: the verdict is
+withdrawn, so the run's tag says what held at its end. The step is the check that made it so.
 """
 
 from __future__ import annotations
@@ -36,20 +41,20 @@ class ConvergenceRule:
 
     patience: int
     tolerance: float
-    best: float = math.inf
-    checks_since_best: int = 0
+    reference: float = math.inf  # the last MSE that fell by more than `tolerance` below the one before it
+    checks_since_fall: int = 0
     converged_step: int | None = None
     history: list[tuple[int, float]] = field(default_factory=list)
 
     def observe(self, step: int, mse: float) -> bool:
-        """Record one check; True when the run is converged (now or earlier)."""
+        """Record one check; True when the run is converged as of this check."""
         self.history.append((step, mse))
-        if mse < self.best * (1.0 - self.tolerance):
-            self.best, self.checks_since_best = mse, 0
+        if mse < self.reference * (1.0 - self.tolerance):
+            self.reference, self.checks_since_fall = mse, 0
+            self.converged_step = None  # it had not stopped falling after all
         else:
-            self.best = min(self.best, mse)
-            self.checks_since_best += 1
-        if self.converged_step is None and self.checks_since_best >= self.patience:
+            self.checks_since_fall += 1
+        if self.converged_step is None and self.checks_since_fall >= self.patience:
             self.converged_step = step
         return self.converged_step is not None
 
