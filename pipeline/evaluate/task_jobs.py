@@ -28,6 +28,7 @@ from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
 from pipeline.evaluate.probes.lid import LidProbeConfig, probe_task_lid
 from pipeline.evaluate.probes.scene import SceneProbe, probe_task
 from pipeline.evaluate.probes.seeds import fold_test_replicates
+from pipeline.evaluate.rankme_shards_fit import check_rankme_shards_fit
 from pipeline.evaluate.readout_calibration import DEFAULT_READOUT_STATS, calibrate_checkpoint
 from pipeline.evaluate.scores import TaskScore
 from pipeline.evaluate.task_data import TaskInfo, probe_splits, read_split_labels
@@ -73,6 +74,8 @@ def load_embedder(
     """The checkpoint's frozen model, ready to read out (its running statistics re-estimated unless
     `readout_stats` is "recorded"), and its model.json with `readout_stats` set to the readout it got."""
     model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
+    if rankme_shards:  # before the readout calibrates on them and the pool is measured on them
+        check_rankme_shards_fit(rankme_shards, model.spec)
     readout = calibrate_checkpoint(model, meta, device=device, readout_stats=readout_stats, rankme_shards=rankme_shards)
     normalisation = normalisation_for(get_preset(model.spec.frontend_preset), meta)
     return FrameEmbedder(model, normalisation=normalisation, device=device), {**meta, "readout_stats": readout}

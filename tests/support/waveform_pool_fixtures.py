@@ -34,11 +34,12 @@ def _source_wave(rng: np.random.Generator, index: int) -> np.ndarray:
     return (0.4 * chirp + 0.1 * rng.standard_normal(len(t))).astype(np.float32)
 
 
-def write_audio_shards(root: Path) -> tuple[Path, Path]:
-    """(shards_dir, audio_dir) under `root`: 4 source files, their 12 segment rows in 2 part files."""
+def write_audio_shards(root: Path, *, preset_name: str = "audiomae") -> tuple[Path, Path]:
+    """(shards_dir, audio_dir) under `root`: 4 source files, their 12 segment rows in 2 part files,
+    log-mels of the front end `preset_name` (80 bins for audiomae, 64 for dasheng)."""
     rng = np.random.default_rng(0)
     audio_dir, shards_dir = root / "audio", root / "shards"
-    preset = get_preset("audiomae")
+    preset = get_preset(preset_name)
     rows = []
     for index, source in enumerate(SOURCES):
         path = audio_dir / source
