@@ -7,7 +7,9 @@ takes a float32 torch tensor (n_sounds, n_samples) at `model.sample_rate` and re
 embeddings, so `get_timestamp_embeddings` is not required here.
 
 A module that cannot be imported, lacks one of the functions or returns a model without the
-attributes is refused with one line naming the module and what is missing (a `UserError`, exit 2).
+attributes is refused with one line naming the module and what is missing (a `UserError`, exit 2);
+one whose import, `load_model` or `get_scene_embeddings` raises is named the same way, with the
+call and its error (`--hear-module NAME: load_model raised ValueError: ...`).
 Audio is given in batches of sounds of one length (HEAR's own tasks have a fixed length; ours may
 not, and padding would change the sounds), in the order asked for.
 """
@@ -64,8 +66,12 @@ class HearModule:
         return result
 
     def _call(self, audio: torch.Tensor) -> np.ndarray:
-        with torch.inference_mode():
-            output = self.module.get_scene_embeddings(audio, self.model)
+        try:
+            with torch.inference_mode():
+                output = self.module.get_scene_embeddings(audio, self.model)
+        except Exception as error:  # noqa: BLE001 - whatever the module raises is the module's failure
+            given = f"it was called with float32 audio of shape {tuple(audio.shape)} at {self.sample_rate_hz} Hz"
+            raise module_failed(self.name, "get_scene_embeddings", error, f"{given}; check the module") from error
         array = (
             output.detach().to("cpu", torch.float32).numpy()
             if isinstance(output, torch.Tensor)
@@ -90,6 +96,8 @@ def import_hear_module(name: str) -> Any:
             f"--hear-module {name}: no module {error.name!r} can be imported; install the package or add its "
             "folder to PYTHONPATH"
         ) from None
+    except Exception as error:  # noqa: BLE001 - its own code failed while importing
+        raise module_failed(name, "importing it", error, "fix the module") from error
     missing = [function for function in REQUIRED_FUNCTIONS if not callable(getattr(module, function, None))]
     if missing:
         raise UserError(
@@ -103,7 +111,11 @@ def load_hear_module(name: str, model_file: str = "") -> HearModule:
     if model_file and not Path(model_file).exists():
         raise UserError(f"--model-file {model_file} does not exist")
     module = import_hear_module(name)
-    model = module.load_model(model_file) if model_file else module.load_model()
+    try:
+        model = module.load_model(model_file) if model_file else module.load_model()
+    except Exception as error:  # noqa: BLE001 - a bad config, a failed download: the module's own failure
+        what_to_do = f"check --model-file {model_file} and the module" if model_file else "check the module"
+        raise module_failed(name, "load_model", error, what_to_do) from error
     missing = [attribute for attribute in REQUIRED_ATTRIBUTES if not isinstance(getattr(model, attribute, None), int)]
     if missing:
         raise UserError(
@@ -118,6 +130,14 @@ def load_hear_module(name: str, model_file: str = "") -> HearModule:
         model_file=model_file,
         model_file_digest=file_digest(model_file) if model_file else "",
     )
+
+
+def module_failed(name: str, where: str, error: Exception, what_to_do: str) -> UserError:
+    """The user's module raised: one line naming it first, then the call and its error. The module's
+    own traceback stays on the error (`from error`), so --debug shows where in the module it failed."""
+    message = " ".join(str(error).split())[:300]
+    said = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return UserError(f"--hear-module {name}: {where} raised {said}; {what_to_do} (the error is the module's own)")
 
 
 def file_digest(path: str | Path) -> str:
