@@ -5,22 +5,34 @@ probe a study's trials used, and logs it as an external point of that study
 (sweeps.study.external_log): a child run of the study run, drawn on its Q(R) figure at the next
 refit (`python -m sweeps.laws --study NAME`) and never fitted. Every other flag is
 `python -m pipeline.evaluate`'s; `--rankme-shards DIR --rankme-crop-frames N` measure R on another
-pool instead, whose R does not compare with the trials'.
+pool instead, whose R does not compare with the trials'. The tasks must be those the study's Q is
+the mean of (sweeps.study.external_task_set): another set is refused before the module is scored,
+unless `--accept-task-set` is given, and then recorded on the point's run.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from pipeline import paths
 from pipeline.cli_errors import UserError, run_cli
 from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
 from pipeline.evaluate.__main__ import check_device, parse_config, probe_training_from
+from pipeline.evaluate.config import EvaluateConfig
 from pipeline.evaluate.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
 from pipeline.evaluate.run import write_results
 from pipeline.tracking.runs import checked_store
+from sweeps.record.study import read_study
 from sweeps.study.external_log import log_external_point, study_probe, study_rankme_pool, study_run_id
+from sweeps.study.external_task_set import (
+    ACCEPT_FLAG,
+    ExternalTaskSet,
+    check_external_task_set,
+    study_task_names,
+    task_names_in,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--study", required=True, help="the study whose pool and probe to use; the point becomes its child run"
     )
     parser.add_argument("--label", default=None, help="the point's name on the study figure; None: the module name")
+    parser.add_argument(
+        ACCEPT_FLAG, action="store_true",
+        help="score on a task folder whose tasks differ from those the study's Q is the mean of; without it the "
+        "point is refused before scoring. The difference is recorded on the point's run (audioscale.task_set)",
+    )  # fmt: skip
     return parser
 
 
@@ -60,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             "--rankme-n with --study: the study's pool sets N; add --rankme-shards (and "
             "--rankme-crop-frames) to measure on another pool, whose R does not compare with the trials'"
         )
+    tasks_dir = Path(config.tasks_dir) if config.tasks_dir else paths.default_tasks_dir()
+    task_set = _checked_task_set(config, args, uri, study_run, tasks_dir)  # before the module is scored
     pool = pool_from_flags(config) or study_rankme_pool(uri, study_run, args.study)
     result, hear, tasks_dir = score_hear_module(config, probe_training, pool)
     output = Path(config.output) if config.output else paths.audioscale_home() / "external" / label
@@ -73,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             study_name=args.study,
             label=label,
             tasks_dir=str(tasks_dir),
+            task_set=task_set.describe(),
         )
     print_results(result, output)
     if result.run_id:
@@ -81,6 +101,24 @@ def main(argv: list[str] | None = None) -> int:
             f"`python -m sweeps.laws --study {args.study}` redraws its figures with it, outside the fits)"
         )
     return 0
+
+
+def _checked_task_set(
+    config: EvaluateConfig, args: argparse.Namespace, uri: str, study_run: str, tasks_dir: Path
+) -> ExternalTaskSet:
+    """The point's tasks against the study's: refused when they differ (unless accepted), said when accepted."""
+    where = f"--tasks-dir {tasks_dir}" + ("" if config.tasks_dir else " (the default)")
+    if config.task_names is not None:
+        where += f" with --tasks {config.tasks}"
+    check = check_external_task_set(
+        args.study, study_task_names(read_study(uri, args.study, run_id=study_run)),
+        task_names_in(tasks_dir, config.task_names), accept_difference=args.accept_task_set, where=where,
+    )  # fmt: skip
+    if not check.matches:
+        print(f"external: note: {where}: {check.difference()} (accepted; recorded on the point's run)", file=sys.stderr)
+    elif not check.known:
+        print(f"external: note: task set {check.describe()}", file=sys.stderr)
+    return check
 
 
 if __name__ == "__main__":

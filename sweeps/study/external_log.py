@@ -22,7 +22,7 @@ from pipeline.evaluate.tracking import evaluation_metrics
 from pipeline.rankme.pool import RankMePool
 from pipeline.tracking import runs as tracking
 from sweeps.record.external_point import ExternalPoint
-from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT
+from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT, TASK_SET_TAG
 from sweeps.record.rankme_pool import read_rankme_pool
 from sweeps.record.replicates import write_q_replicates
 from sweeps.record.study import StudyNotFoundError, find_study_run, read_study_settings
@@ -68,8 +68,10 @@ def log_external_point(
     study_name: str,
     label: str,
     tasks_dir: str,
+    task_set: str = "",
 ) -> str:
-    """Write `result` as an external child run of the study run; returns its run id."""
+    """Write `result` as an external child run of the study run; returns its run id. `task_set`: how
+    its tasks compare with the study's (sweeps.study.external_task_set), kept as a tag of the run."""
     point = ExternalPoint(
         label=label, hear_module=hear.name, model_file_sha256=hear.model_file_digest, rankme=result.rankme,
         q=result.q, rankme_n=result.rankme_n, rankme_pool=result.rankme_pool, rankme_capped=result.rankme_capped,
@@ -79,6 +81,8 @@ def log_external_point(
         tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT, run_name=point.run_name(study_name),
         parent_run_id=parent_run_id, tags={"audioscale.stage": "evaluate"},
     )  # fmt: skip
+    if task_set:
+        run.set_tags({TASK_SET_TAG: task_set})
     point.write(run, extra_params=_params(result, hear, tasks_dir=tasks_dir), extra_metrics=evaluation_metrics(result))
     write_q_replicates(run, {0: result.q_replicates})  # pairs the point with the study's checkpoints
     with tempfile.TemporaryDirectory(prefix="audioscale-external-") as directory:
