@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,15 @@ class HearModule:
     def embedding_size(self) -> int:
         return int(self.model.scene_embedding_size)
 
-    def scene_embeddings(self, waves: Sequence[np.ndarray], *, batch_sounds: int = DEFAULT_BATCH_SOUNDS) -> np.ndarray:
-        """float32 (len(waves), embedding_size) of 1-D waveforms at `sample_rate_hz`, in their order."""
+    def scene_embeddings(
+        self,
+        waves: Sequence[np.ndarray],
+        *,
+        batch_sounds: int = DEFAULT_BATCH_SOUNDS,
+        on_call: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """float32 (len(waves), embedding_size) of 1-D waveforms at `sample_rate_hz`, in their order.
+        `on_call(n)` after each call of the module, with the n sounds it embedded (progress by time)."""
         result = np.empty((len(waves), self.embedding_size), dtype=np.float32)
         by_length: dict[int, list[int]] = {}
         for index, wave in enumerate(waves):
@@ -63,6 +70,8 @@ class HearModule:
                 chosen = indices[start : start + batch_sounds]
                 audio = torch.from_numpy(np.stack([np.asarray(waves[i], dtype=np.float32) for i in chosen]))
                 result[chosen] = self._call(audio)
+                if on_call is not None:
+                    on_call(len(chosen))
         return result
 
     def _call(self, audio: torch.Tensor) -> np.ndarray:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torchaudio
 
+from pipeline.evaluate.embedding_progress import EVERY_S, FIRST_LINE_AFTER_S, EmbeddingProgress
 from pipeline.evaluate.hear_module import HearModule
 from pipeline.evaluate.probes.grid import ProbeTrainingConfig
 from pipeline.evaluate.probes.scene import (
@@ -53,11 +54,21 @@ from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool, is_capped
 from pipeline.rankme.waveform_pool import pool_crop_waveforms
 
 
-def hear_module_pool_rankme(hear: HearModule, pool: RankMePool | None) -> PoolRankMe:
-    """RankMe of the module's scene embeddings of the pool's crops as audio; NaN without a pool."""
+def hear_module_pool_rankme(
+    hear: HearModule, pool: RankMePool | None, meter: EmbeddingProgress | None = None
+) -> PoolRankMe:
+    """RankMe of the module's scene embeddings of the pool's crops as audio; NaN without a pool.
+    `meter` counts the crops as they are embedded."""
     if pool is None:
         return PoolRankMe(value=math.nan, n=0, k=hear.embedding_size, pool="", capped=True)
-    scene = [hear.scene_embeddings(batch) for batch in _batches(pool_crop_waveforms(pool, hear.sample_rate_hz))]
+    on_call = None
+    if meter is not None:
+        meter.begin(f"the RankMe pool ({pool.n:,} crops)")
+        on_call = meter.advance
+    scene = [
+        hear.scene_embeddings(batch, on_call=on_call)
+        for batch in _batches(pool_crop_waveforms(pool, hear.sample_rate_hz))
+    ]
     value = rankme_with_shape(np.concatenate(scene))
     return PoolRankMe(
         value=value.value,
@@ -87,8 +98,9 @@ def resample_from_hear_rate(wave: np.ndarray, sample_rate_hz: int) -> np.ndarray
         return torchaudio.functional.resample(torch.from_numpy(wave), HEAR_SAMPLE_RATE_HZ, sample_rate_hz).numpy()
 
 
-def embed_task_with_module(task: TaskInfo, hear: HearModule) -> dict:
-    """Each split the probes use -> SplitArrays of the module's scene embeddings and the targets."""
+def embed_task_with_module(task: TaskInfo, hear: HearModule, meter: EmbeddingProgress | None = None) -> dict:
+    """Each split the probes use -> SplitArrays of the module's scene embeddings and the targets;
+    `meter` counts the clips as they are embedded."""
     needed = sorted({name for fold in probe_splits(task) for name in (*fold.train, fold.valid, fold.test)})
     splits = {}
     for split in needed:
@@ -100,7 +112,10 @@ def embed_task_with_module(task: TaskInfo, hear: HearModule) -> dict:
             resample_from_hear_rate(read_task_audio(task, split, name), hear.sample_rate_hz) for name in file_names
         ]
         targets = encode_targets(task, [labels[name] for name in file_names])
-        splits[split] = split_arrays(hear.scene_embeddings(waves), targets)
+        if meter is not None:
+            meter.begin(f"task {task.name} ({split}, {len(file_names):,} clips)")
+        embeddings = hear.scene_embeddings(waves, on_call=meter.advance if meter is not None else None)
+        splits[split] = split_arrays(embeddings, targets)
     return splits
 
 
@@ -114,20 +129,31 @@ def evaluate_hear_module(
     seeds: int = DEFAULT_SEEDS,
     probe_training: SceneProbe = ProbeTrainingConfig(),
     progress: Callable[[str], None] | None = None,
+    progress_first_after_s: float = FIRST_LINE_AFTER_S,
+    progress_every_s: float = EVERY_S,
 ) -> EvaluationResult:
-    """R on `pool` (NaN when None) and per-task scores and Q of a HEAR module (see the module doc)."""
+    """R on `pool` (NaN when None) and per-task scores and Q of a HEAR module (see the module doc).
+    `progress` gets a line as embedding starts, then by the clock (pipeline.evaluate.embedding_progress:
+    after `progress_first_after_s`, then every `progress_every_s`), and one per task scored."""
     started = time.perf_counter()
     tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
-    for task in tasks:  # a damaged task is named before the module embeds anything
-        check_task_files(task)
+    clips = sum(check_task_files(task) for task in tasks)  # a damaged task is named before anything is embedded
+    meter = None
+    if progress is not None:
+        crops = pool.n if pool is not None else 0
+        meter = EmbeddingProgress(
+            progress, subject=f"HEAR module {hear.name}", total=crops + clips,
+            detail=f"{crops:,} RankMe pool crops, {clips:,} clips of {len(tasks)} task(s)",
+            first_after_s=progress_first_after_s, every_s=progress_every_s,
+        )  # fmt: skip
     tick = time.perf_counter()
-    pool_value = hear_module_pool_rankme(hear, pool)
+    pool_value = hear_module_pool_rankme(hear, pool, meter)
     seconds = {"rankme_pool": time.perf_counter() - tick}
     scores: dict[str, TaskScore] = {}
     features = []
     for task in tasks:
         tick = time.perf_counter()
-        splits = embed_task_with_module(task, hear)
+        splits = embed_task_with_module(task, hear, meter)
         seconds[f"embed/{task.name}"], tick = time.perf_counter() - tick, time.perf_counter()
         scores[task.name], _ = probe_task(task, splits, seeds=seeds, training=probe_training)
         seconds[f"probe/{task.name}"] = time.perf_counter() - tick
