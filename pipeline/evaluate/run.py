@@ -38,7 +38,7 @@ from pipeline.evaluate.scores import (
     quality_q_replicates,
     quality_q_test_interval,
 )
-from pipeline.evaluate.task_data import TaskInfo, check_task_files, list_task_dirs, read_task_info
+from pipeline.evaluate.task_data import TaskInfo, read_checked_tasks
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
     TaskJob,
@@ -106,11 +106,7 @@ def evaluate_checkpoint(
     `readout_stats`: how running statistics are read out (pipeline.evaluate.readout_calibration); R and
     every task are read out the same way."""
     started = time.perf_counter()
-    # The task folder first (labels, file names, audio headers: under a second for the default tasks):
-    # a damaged task must be named before the model is read out and its pool measured, not after.
-    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, task_names)]
-    for task in tasks:
-        check_task_files(task)
+    tasks = read_checked_tasks(tasks_dir, task_names)  # before the model is read out: a damaged task named first
     _check_lid_probe(lid_probe, probe_training, tasks)
     tick = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device, readout_stats=readout_stats, rankme_shards=rankme_shards)

@@ -238,6 +238,16 @@ def _frames(path: Path) -> int:
         raise TaskFormatError(f"cannot read task audio {path}: {error}") from None
 
 
+def read_checked_tasks(tasks_dir: str | Path, names: list[str] | None = None) -> list[TaskInfo]:
+    """The tasks under `tasks_dir` (optionally only `names`), each checked by `check_task_files`:
+    labels, file names and audio headers, under a second for the default tasks, so that an
+    evaluation names a damaged task before any model work rather than after it."""
+    tasks = [read_task_info(directory) for directory in list_task_dirs(tasks_dir, names)]
+    for task in tasks:
+        check_task_files(task)
+    return tasks
+
+
 def list_task_dirs(tasks_dir: str | Path, names: list[str] | None = None) -> list[Path]:
     """Task directories under `tasks_dir`, optionally only `names` (unknown names are an error)."""
     root = Path(tasks_dir)
