@@ -10,6 +10,7 @@ SIGTERM (see `pipeline.tracking.runs.killed_on_interrupt`) ends with one line an
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 
@@ -31,7 +32,7 @@ def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None 
     """`main(argv)` with `--debug` taken out; a user error becomes one stderr line and exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in argv
-    argv = [arg for arg in argv if arg != DEBUG_FLAG]
+    argv = with_negative_values_attached([arg for arg in argv if arg != DEBUG_FLAG])
     try:
         return main(argv)
     except USER_ERRORS as error:
@@ -53,6 +54,24 @@ def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None 
             print(f"{prog}: error: {one_line(exit_.code)}", file=sys.stderr)
             return USER_ERROR_EXIT_CODE
         raise
+
+
+# argparse takes `-1e20` for a flag (its own test for negative numbers knows `-5` and `-.5` only) and
+# answers `--budget: expected one argument`, never reaching the value's own check.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf$", re.IGNORECASE)
+
+
+def with_negative_values_attached(argv: list[str]) -> list[str]:
+    """`--flag -1e20` as `--flag=-1e20`, which argparse reads as the flag's value (none of our flags
+    is a negative number), so the value is refused by its own check with a message that says why."""
+    out: list[str] = []
+    for arg in argv:
+        previous = out[-1] if out else ""
+        if NEGATIVE_NUMBER.match(arg) and previous.startswith("--") and "=" not in previous:
+            out[-1] = f"{previous}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 def one_line(error: BaseException | str) -> str:

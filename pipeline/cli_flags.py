@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli_errors import UserError
+
 FLAG_KEY = "audioscale.flag"
 FILLED_BY_PROGRAM_KEY = "audioscale.filled_by_program"
 SECTION_KEY = "audioscale.section"
@@ -213,11 +215,8 @@ def parse_flags(
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--config", dest=CONFIG_FILE_DEST, default=None)
     known, _ = early.parse_known_args(argv)
-    if known.config_file is not None:
-        try:
-            parser.set_defaults(**file_defaults(config_class, Path(known.config_file), table=table))
-        except ValueError as error:
-            parser.error(str(error))
+    if known.config_file is not None:  # its errors name the file and key: one line, no usage dump
+        parser.set_defaults(**file_defaults(config_class, Path(known.config_file), table=table))
     args = parser.parse_args(argv)
     _check_required(parser, config_class, args)
     return config_from_flags(config_class, args), args
@@ -226,9 +225,14 @@ def parse_flags(
 def file_defaults(config_class: type, path: Path, *, table: str) -> dict[str, Any]:
     """The --config file's values as argparse defaults (by dest); ValueError names the file and key."""
     try:
-        document = tomllib.loads(path.read_text())
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:  # a binary file: the codec's message names neither file nor flag
+        raise UserError(
+            f"--config {path}: not a TOML text file (byte {error.object[error.start]:#04x} at offset {error.start} "
+            "is not UTF-8); pass a TOML text file of settings"
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ValueError(f"--config {path}: cannot be read as TOML ({error})") from None
+        raise UserError(f"--config {path}: cannot be read as TOML ({error})") from None
     classes = {table: config_class} | {
         field.name: field.metadata[SECTION_KEY]
         for field in dataclasses.fields(config_class)

@@ -58,8 +58,9 @@ def budget_flops(args: argparse.Namespace, assumptions: CostAssumptions) -> floa
         else args.gpu_hours * 3600.0 * assumptions.peak_flops_per_s * assumptions.mfu
     )
     if not math.isfinite(flops) or flops <= 0:
+        given = f"--budget {args.budget:g}" if args.budget is not None else f"--gpu-hours {args.gpu_hours:g}"
         raise UserError(
-            f"the budget must be a positive number of FLOPs or GPU-hours, got {args.budget or args.gpu_hours}"
+            f"{given}: the budget must be a positive, finite number (FLOPs for --budget, hours for --gpu-hours)"
         )
     return flops
 
@@ -112,5 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "sweeps.advise")
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, "sweeps.advise"))
+    raise SystemExit(cli())

@@ -121,5 +121,10 @@ def _checked_task_set(
     return check
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "external")
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, "external"))
+    raise SystemExit(cli())

@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.cli_errors import run_cli
+from pipeline.cli_errors import UserError, run_cli
 from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.corpus.sources.build_marker import OutputDirectoryError
 from pipeline.corpus.sources.debian import MissingPackagesError
@@ -104,36 +104,31 @@ def parse_study_args(argv: list[str] | None) -> tuple[StudyConfig, argparse.Name
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        config, args = parse_study_args(argv)  # the config checks its values (ValueError)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    """The command (and the `audioscale-study` script): user errors are one line, exit code 2."""
+    return run_cli(run_command, "sweeps.scaling", argv)
+
+
+def run_command(argv: list[str]) -> int:
+    config, args = parse_study_args(argv)  # the config checks its values (ValueError: one line, by run_cli)
     if args.plan:  # the resolved recipe and cost of every trial (sweeps.study.plan); no Ray, no MLflow
-        try:
-            assumptions = cost_assumptions_from_args(args)
-            print(
-                plan_text(
-                    config.grid,
-                    config.profile,
-                    eval_checkpoints=config.evaluate.eval_checkpoints,
-                    context_batch=config.pretrain.global_batch_size,
-                    assumptions=assumptions,
-                    objective=config.objective,
-                    probe=config.resolved_probe,
-                    train_seeds=config.train_seeds,
-                )
+        print(
+            plan_text(
+                config.grid,
+                config.profile,
+                eval_checkpoints=config.evaluate.eval_checkpoints,
+                context_batch=config.pretrain.global_batch_size,
+                assumptions=cost_assumptions_from_args(args),
+                objective=config.objective,
+                probe=config.resolved_probe,
+                train_seeds=config.train_seeds,
             )
-        except ValueError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+        )
         return 0
+    cost_assumptions_from_args(args)  # refuses the cost flags without --plan
     try:
-        cost_assumptions_from_args(args)  # refuses the cost flags without --plan
         outcome = run_study(config)
-    except (ValueError, MissingPackagesError, OutputDirectoryError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except (MissingPackagesError, OutputDirectoryError) as error:  # the defaults cannot be built here
+        raise UserError(str(error)) from error
     print(outcome.report_markdown)
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.
@@ -142,4 +137,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, "sweeps.scaling"))
+    raise SystemExit(main())

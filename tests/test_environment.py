@@ -36,15 +36,28 @@ def test_every_entry_point_names_a_main_function_that_python_m_also_runs():
     scripts = PYPROJECT["project"]["scripts"]
     assert set(scripts) == {
         f"audioscale-{name}"
-        for name in ("corpus", "prep", "pretrain", "evaluate", "study", "laws", "models", "external")
+        for name in (
+            "corpus",
+            "prep",
+            "pretrain",
+            "evaluate",
+            "targets",
+            "study",
+            "laws",
+            "advise",
+            "models",
+            "external",
+        )
     }
     for name, target in scripts.items():
         module, function = target.split(":")
         spec = find_spec(module)  # imports the parent packages only, not the (heavy) module itself
         assert spec is not None and spec.origin, (name, module)
         tree = ast.parse(Path(spec.origin).read_text())
-        functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert function in functions, (name, target)
+        if name not in ("audioscale-corpus", "audioscale-models"):  # the stages' user errors: one line, exit 2
+            assert "run_cli(" in ast.unparse(functions[function]), (name, "the script bypasses run_cli")
         # `python -m <module>` must run it too (the README's and `ray job submit`'s form).
         guards = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
         assert guards and function in ast.unparse(guards[0]), (name, "no `if __name__ == '__main__':` calling it")

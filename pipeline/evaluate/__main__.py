@@ -154,5 +154,10 @@ def _write_results_beside(result, output: str | None, checkpoint_dir: Path, show
     return f"{uploaded}/evaluation.json and {uploaded}/evaluation.csv"
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "evaluate")
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, "evaluate"))
+    raise SystemExit(cli())

@@ -102,5 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "prep")
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(main, "prep"))
+    raise SystemExit(cli())

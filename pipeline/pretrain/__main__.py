@@ -96,5 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "pretrain")
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, "pretrain"))
+    raise SystemExit(cli())

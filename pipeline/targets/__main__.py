@@ -14,7 +14,6 @@ Exit status: 0 on success, 2 for a usage error (not a waveform shard set, too fe
 from __future__ import annotations
 
 import argparse
-import sys
 
 from pipeline.bucket_check import check_bucket
 from pipeline.cli_errors import run_cli
@@ -96,5 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "targets")
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(main, "targets"))
+    raise SystemExit(cli())

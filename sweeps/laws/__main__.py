@@ -2,20 +2,26 @@
 
 import argparse
 
+from pipeline.cli_errors import run_cli
 from sweeps.study.tracking import refit_study
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Refit a study's scaling laws from MLflow, without retraining.")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="sweeps.laws", description="Refit a study's scaling laws from MLflow, without retraining."
+    )
     parser.add_argument("--study", required=True, help="the study run's name (as given to sweeps.scaling)")
     parser.add_argument("--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store")
     parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
     args = parser.parse_args(argv)
-    try:
-        print(refit_study(args.study, tracking_uri=args.tracking_uri, n_bootstrap=args.n_bootstrap))
-    except ValueError as error:
-        parser.exit(2, f"error: {error}\n")
+    print(refit_study(args.study, tracking_uri=args.tracking_uri, n_bootstrap=args.n_bootstrap))
+    return 0
+
+
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    return run_cli(main, "sweeps.laws")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -126,3 +126,12 @@ def test_scaling_max_concurrent_zero_is_refused(tmp_path):
         f"sqlite:///{tmp_path / 'mlflow.db'}",
     )
     assert_one_line_error(completed, "--max-concurrent")
+
+
+def test_negative_numbers_in_exponent_form_are_values_not_flags():
+    from pipeline.cli_errors import with_negative_values_attached
+
+    assert with_negative_values_attached(["--budget", "-1e20", "--study", "s"]) == ["--budget=-1e20", "--study", "s"]
+    assert with_negative_values_attached(["--lr", "-.5e-3", "--x", "-7"]) == ["--lr=-.5e-3", "--x=-7"]
+    # not numbers, or already attached, or after a short flag: left as they were
+    assert with_negative_values_attached(["--a=1", "-2e3", "-h", "--b", "-c"]) == ["--a=1", "-2e3", "-h", "--b", "-c"]

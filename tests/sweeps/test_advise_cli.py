@@ -65,3 +65,13 @@ def test_gpu_hours_become_flops_and_a_refusal_is_one_line(size_data_study, capsy
     assert code == 2 and "no advice: the budget 1.42e+24 FLOPs is" in error and "at most 100x" in error
     assert "Traceback" not in error
     assert "at most 100x" in tracking.read_run(uri, run_id)["tags"]["advise.refused"]
+
+
+@pytest.mark.parametrize("flag", ["--budget", "--gpu-hours"])
+def test_a_negative_budget_is_read_and_refused_naming_the_flag(flag, tmp_path, capsys):
+    """argparse took `-1e20` for a flag (`expected one argument`); the value now reaches its check."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = run_cli(main, "sweeps.advise", ["--study", "s", flag, "-1e20", "--tracking-uri", uri])
+    error = capsys.readouterr().err
+    assert code == 2 and f"{flag} -1e+20: the budget must be a positive, finite number" in error, error
+    assert error.count("\n") == 1 and "expected one argument" not in error
