@@ -71,6 +71,7 @@ PROFILE_TAG = "audioscale.profile"
 # HEAR scene tasks (Sec. III-D)", or the accepted difference (missing / extra tasks, listed).
 TASK_SET_TAG = "audioscale.task_set"
 Q_TREND_TAG = "audioscale.q_trend"  # the Q(R) trend verdict in words
+INCOMPLETE_TAG = "audioscale.incomplete"  # a refit of a study that did not finish: why, in one sentence
 Q_C_FRONTIER_TAG = "audioscale.q_c_frontier"  # the trials Eq. 6 is fitted to
 RANKME_POOL_ARTIFACT = "rankme_pool.json"  # the pool the study measured R on (sweeps.record.rankme_pool)
 REPORT_DIR = "laws"  # the analysis' artifact folder: report.md and its figures side by side

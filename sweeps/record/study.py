@@ -54,6 +54,8 @@ class StudyRecord:
     run: tracking.TrackedRun  # the study run
     settings: StudySettings
     children: tuple[RunDict, ...]  # every child run, oldest first (tracking.read_run dictionaries)
+    status: str = ""  # the study run's MLflow status: RUNNING, FINISHED, KILLED, FAILED
+    planned_trials: int | None = None  # the trials its driver planned (param n_trials), when recorded
 
     @property
     def name(self) -> str:
@@ -98,6 +100,21 @@ class StudyRecord:
     def external_table(self) -> pd.DataFrame:
         return external_points_table(self.external_points())
 
+    def incompleteness(self) -> str | None:
+        """Why a refit of this study is not a fit of the whole study, in one sentence, or None: the
+        study run did not finish (killed, failed, still running) or fewer trials finished than it
+        planned. A refit fits what is there; the user must hear that it is not everything."""
+        finished = len(self.finished_trials())
+        short = self.planned_trials is not None and finished < self.planned_trials
+        if self.status in ("", "FINISHED") and not short:
+            return None
+        state = "did not finish" if self.status in ("", "FINISHED") else f"is {self.status}"
+        planned = f" of its {self.planned_trials} planned trials" if self.planned_trials is not None else " trials"
+        return (
+            f"study {self.name!r} {state}: {finished}{planned} finished, and the laws are fitted on those only; "
+            f"`python -m sweeps.scaling --grid {self.settings.grid or 'GRID'} --study {self.name} --resume` runs the rest"
+        )
+
     def finished_trials(self) -> set[str]:
         """Trials a resumed study does not run again (ok or stopped early)."""
         done = [run for run in self.trial_runs if run["tags"].get(keys.STATUS_TAG) in keys.DONE_STATUSES]
@@ -126,8 +143,12 @@ def read_study(tracking_uri: str | None, study_name: str, *, run_id: str | None 
     in seconds instead of MLflow's minutes of retries."""
     uri = tracking.checked_store(tracking_uri)
     run_id = run_id or find_study_run(uri, study_name)
+    parent = tracking.read_run(uri, run_id)
+    planned = parent["params"].get(keys.N_TRIALS_PARAM)
     return StudyRecord(
         run=tracking.attach_run(uri, run_id),
-        settings=read_study_settings(uri, run_id, study_name),
+        settings=StudySettings.from_params(study_name, parent["params"]),
         children=tuple(tracking.list_child_runs(uri, run_id)),
+        status=parent["status"],
+        planned_trials=int(planned) if planned and planned.isdigit() else None,
     )

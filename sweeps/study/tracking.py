@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Sequence
 
 import pandas as pd
 
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
-from sweeps.record.keys import Q_TREND_TAG, REPORT_DIR
+from sweeps.record.keys import INCOMPLETE_TAG, Q_TREND_TAG, REPORT_DIR
 from sweeps.record.replicates import read_q_replicates
 from sweeps.record.study import StudyRecord, StudySettings, read_study
 from sweeps.report.comparisons import BASELINE_LABELS, Comparisons
@@ -160,5 +161,11 @@ def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap
     study = read_study(tracking_uri, study_name)
     if study.trial_table.empty:
         raise ValueError(f"study {study_name!r} has no trial runs yet; run `python -m sweeps.scaling` first")
-    _, markdown = log_study_analysis(study, n_bootstrap=n_bootstrap)
+    incomplete = study.incompleteness()
+    if incomplete:  # said before the fits, recorded on the run and at the report's end
+        print(f"sweeps.laws: warning: {incomplete}", file=sys.stderr)
+        study.run.set_tags({INCOMPLETE_TAG: incomplete[:4000]})
+    _, markdown = log_study_analysis(
+        study, n_bootstrap=n_bootstrap, extra_sections=[f"## Incomplete study\n\n{incomplete}"] if incomplete else ()
+    )
     return markdown
