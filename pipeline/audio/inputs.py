@@ -21,7 +21,8 @@ import soundfile
 # What a directory walk picks up; every other file is counted as skipped in the summary.
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".w64", ".opus"})
 MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl"})
-DUPLICATE_KIND = "duplicate entry"  # the problem_kind of a second name for an input already listed
+DUPLICATE_KIND = "duplicate entry"
+UNREADABLE_FOLDER_KIND = "unreadable folder"  # the problem_kind of a second name for an input already listed
 
 
 class InputListingError(ValueError):
@@ -90,7 +91,22 @@ def walk_audio_directory(root: Path) -> InputListing:
     listing = InputListing(inputs=[])
     visited_folders: set[tuple[int, int]] = set()
     first_source_of: dict[str, str] = {}  # resolved path -> the source it was first listed as
-    for folder, subfolders, files in os.walk(root, followlinks=True):
+
+    def unreadable_folder(error: OSError) -> None:
+        # os.walk skips a folder it cannot list without a word: the audio under it would be lost silently.
+        folder = Path(error.filename)
+        source = folder.relative_to(root).as_posix() + "/" if folder != root else "./"
+        listing.inputs.append(
+            InputFile(
+                path=str(folder),
+                source=source,
+                problem_kind=UNREADABLE_FOLDER_KIND,
+                problem=f"folder cannot be listed ({error.strerror}); nothing under it was read: "
+                "give this user read and execute permission on it (chmod a+rx), or run as its owner",
+            )
+        )
+
+    for folder, subfolders, files in os.walk(root, followlinks=True, onerror=unreadable_folder):
         stat = os.stat(folder)
         if (stat.st_dev, stat.st_ino) in visited_folders:
             # A link back to a folder already walked (a loop, or a second name for it).

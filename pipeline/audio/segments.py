@@ -64,6 +64,14 @@ class FileOutcome:
 
 def _open(path: Path) -> soundfile.SoundFile:
     check_file_not_empty(path)
+    try:  # libsndfile says only "System error." for a file this user may not read
+        with open(path, "rb"):
+            pass
+    except PermissionError as error:
+        raise AudioDecodeError(
+            path, f"this user may not read it ({error.strerror}); give it read permission (chmod a+r), or run as its owner",
+            kind="permission denied",
+        ) from error  # fmt: skip
     try:
         return soundfile.SoundFile(str(path))
     except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
