@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -56,7 +57,7 @@ from pipeline.tracking.runs import (
     read_run,
     start_or_resume_run,
 )
-from pipeline.writable import check_free_space, check_writable_dir
+from pipeline.writable import check_free_space, check_writable_dir, nearest_existing
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 
@@ -162,15 +163,27 @@ CHECKPOINT_BYTES_PER_PARAMETER = 12
 
 
 def check_storage_room(config: PretrainConfig, model: ModelFacts) -> None:
-    """Local storage must hold every checkpoint the run keeps, before any training step."""
+    """Local storage must hold every checkpoint that can exist there at once, before any training step."""
     if "://" in config.storage_path:
         return
-    kept = len(config.checkpoint_steps) if config.checkpoint_steps else config.num_checkpoints_to_keep
+    at_once = checkpoints_at_once(config)
     each = CHECKPOINT_BYTES_PER_PARAMETER * model.total_parameters
     check_free_space(
-        config.storage_path, kept * each, what="--storage-path",
-        why=f"this run keeps {kept} checkpoint(s) of about {each / 1e6:.1f} MB",
+        config.storage_path, at_once * each, what="--storage-path",
+        why=f"this run has up to {at_once} checkpoint(s) of about {each / 1e6:.1f} MB on that disk at once",
     )  # fmt: skip
+
+
+def checkpoints_at_once(config: PretrainConfig) -> int:
+    """The most checkpoints the storage's filesystem holds at one moment. Ray Train copies a new
+    checkpoint in before it deletes the oldest kept one, so `--keep-checkpoints K` means K + 1 (a
+    run on a 5 MB disk, counted as 2, failed at the third copy, minutes in); with `--checkpoint-steps`
+    every one is kept. The worker writes each first into the system's temporary folder: one more
+    when that is on the same filesystem."""
+    kept = len(config.checkpoint_steps) if config.checkpoint_steps else config.num_checkpoints_to_keep + 1
+    storage = nearest_existing(Path(config.storage_path).expanduser().absolute())
+    same_disk = os.stat(storage).st_dev == os.stat(tempfile.gettempdir()).st_dev
+    return kept + int(same_disk)
 
 
 def _read_manifest_naming_it(shards_dir: str) -> dict[str, Any]:
