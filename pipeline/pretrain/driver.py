@@ -39,6 +39,7 @@ from pipeline.pretrain.discrete_targets import with_codebook
 from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
 from pipeline.pretrain.loopback_backend import LoopbackTorchConfig
 from pipeline.pretrain.model_facts import ModelFacts
+from pipeline.pretrain.out_of_space import out_of_space_message, ran_out_of_space
 from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume import announce_resume_point
@@ -151,8 +152,10 @@ def _run_on_ray(
     try:
         with killed_on_interrupt(run):
             result = build_trainer(config, run_callbacks).fit()
-    except Exception:
+    except Exception as error:
         run.finish("FAILED")
+        if "://" not in config.storage_path and ran_out_of_space(error):
+            raise UserError(out_of_space_message(config.storage_path, config.run_name)) from error
         raise
     return _finish_run(run, result, config=config, model=model)
 
