@@ -196,6 +196,10 @@ class TrackedRun:
         batch = [Metric(k, float(v), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
         self._client.log_batch(self.run_id, metrics=batch)
 
+    def logged_steps(self, key: str) -> set[int]:
+        """Every step `key` was logged at."""
+        return {metric.step for metric in self._client.get_metric_history(self.run_id, key)}
+
     def last_step(self, key: str) -> int:
         """The highest step `key` was logged at (-1: never)."""
         return max((metric.step for metric in self._client.get_metric_history(self.run_id, key)), default=-1)

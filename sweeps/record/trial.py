@@ -73,19 +73,22 @@ class TrialRecord:
         if study_run is not None and self.pool is not None:
             self.pool.write_once(study_run)
         run.log_params(self._params())
+        # What the run already holds, not only this attempt's history: a trial resumed after Ctrl-C
+        # has the step-0 R its first attempt logged, which its resumed pretraining does not report.
+        logged = run.logged_steps(keys.RANKME_METRIC)
         if not self.rankme_history_logged:
             for step, value in sorted(self.rankme_by_step.items()):
-                run.log_metrics({keys.RANKME_METRIC: value}, step=step)
+                if step not in logged:
+                    run.log_metrics({keys.RANKME_METRIC: value}, step=step)
+        logged |= set(self.rankme_by_step)
         final_step = max(self.rankme_by_step, default=0)
-        write_checkpoint_points(
-            run, self.checkpoint_points, last_step=final_step, rankme_logged_at=set(self.rankme_by_step)
-        )
+        write_checkpoint_points(run, self.checkpoint_points, last_step=final_step, rankme_logged_at=logged)
         final = CheckpointPoint(rankme=self.rankme, q=self.q, task_scores=self.task_scores,
                                 q_ci=(self.q_ci_low, self.q_ci_high))  # fmt: skip
         diagnostic = {keys.TASK_RANKME_METRIC: self.task_rankme} if np.isfinite(self.task_rankme) else {}
         # R at the last step is usually in the history already (above, or pretraining's): one value per
         # step, so MLflow's own charts of Q against R pair the right points.
-        final_metrics = final.metrics(with_rankme=run.last_step(keys.RANKME_METRIC) != final_step)
+        final_metrics = final.metrics(with_rankme=final_step not in logged)
         run.log_metrics({**final_metrics, keys.EVAL_RANKME_N_METRIC: self.rankme_n, **diagnostic}, step=final_step)
         write_q_replicates(run, self.q_replicates)
         run.set_tags({keys.STATUS_TAG: keys.STATUS_OK, keys.EVAL_RANKME_POOL_TAG: self.rankme_pool,

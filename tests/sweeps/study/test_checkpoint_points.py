@@ -102,3 +102,21 @@ def test_a_study_whose_trials_all_failed_reports_too_few_points():
                             "checkpoint_points": {}} for i in range(5)])  # fmt: skip
     study = fit_study_laws(failed, n_bootstrap=5)
     assert study.fits == {} and "Q(R)" in study.skipped and study.n_trials_failed == 5
+
+
+def test_a_resumed_trial_logs_each_step_s_rankme_once(tmp_path):
+    """Ctrl-C during a study's first trial, then --resume: the first attempt's pretraining had logged R
+    at step 0; the resumed pretraining reports only the steps it ran, so writing the trial's step-0
+    checkpoint point logged R at step 0 a second time."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = tracking.start_or_resume_run(tracking_uri=uri, experiment_name=STUDY_EXPERIMENT, run_name="mask0.50@s")
+    run.log_metrics({"rankme": 21.5}, step=0)  # the first attempt, killed after its initialisation point
+    TrialRecord(
+        trial="mask0.50", model_name="mae-debug", arch="mae", n_params=1000, hours=3.0, flops=1e12, mask_ratio=0.5,
+        rankme=30.0, rankme_by_step={150: 27.0, 300: 30.0}, rankme_history_logged=True, q=0.58,
+        checkpoint_points={0: CheckpointPoint(rankme=21.4, q=0.55), 150: CheckpointPoint(rankme=27.0, q=0.57)},
+    ).write(run)  # fmt: skip
+    history = tracking.read_run(uri, run.run_id)["metrics"]
+    steps = [step for step, _ in history["rankme"]]
+    assert sorted(steps) == sorted(set(steps)), f"a step's R logged twice: {history['rankme']}"
+    assert dict(history["rankme"])[0] == 21.5 and [step for step, _ in history["q"]] == [0, 150, 300]
