@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-import models
-from pipeline.checkpoint import WEIGHTS_FILE, save_model_checkpoint
+from pipeline.checkpoint import WEIGHTS_FILE
 from tests.conftest import REPO_ROOT
+from tests.support.tiny_checkpoint import tiny_checkpoint
 
 
 def run_cli(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -74,11 +74,7 @@ def test_truncated_manifest_is_named(tmp_path):
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    torch.manual_seed(0)
-    model = models.build_model("audiomae++-debug")
-    return save_model_checkpoint(
-        tmp_path / "ckpt", model, model_name="audiomae++-debug", overrides={}, step=5, shard_fingerprint="t"
-    )
+    return tiny_checkpoint(tmp_path / "ckpt")
 
 
 @pytest.mark.parametrize(

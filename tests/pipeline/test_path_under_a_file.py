@@ -50,16 +50,9 @@ def test_scaling_store_under_a_file(a_file):
 
 
 def test_evaluate_does_not_advise_building_tasks_under_a_file(a_file, tmp_path, monkeypatch):
-    import torch
+    from tests.support.tiny_checkpoint import tiny_checkpoint
 
-    import models
-    from pipeline.checkpoint import save_model_checkpoint
-
-    torch.manual_seed(0)
-    model = models.build_model("mae-debug")
-    checkpoint = save_model_checkpoint(
-        tmp_path / "ckpt", model, model_name="mae-debug", overrides={}, step=1, shard_fingerprint="t"
-    )
+    checkpoint = tiny_checkpoint(tmp_path / "ckpt", "mae-debug", step=1)
     monkeypatch.setenv("AUDIOSCALE_HOME", str(a_file))
     completed = run_cli("pipeline.evaluate", "--checkpoint", str(checkpoint), "--no-mlflow")
     assert_one_line_error(completed, f"{a_file} is a file, not a directory", "--tasks-dir")

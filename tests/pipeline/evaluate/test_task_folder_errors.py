@@ -7,26 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile
-import torch
 
-import models
-from pipeline.checkpoint import save_model_checkpoint
 from pipeline.cli_errors import run_cli as run_main
 from pipeline.evaluate.__main__ import main
 from tests.pipeline.test_cli_errors import assert_one_line_error, run_cli
 from tests.support import hear_task_fixtures
 from tests.support.hear_task_fixtures import build_tiny_tasks
+from tests.support.tiny_checkpoint import tiny_checkpoint
 
 QUICK = ["--no-mlflow", "--probe", "linear", "--seeds", "1", "--workers", "1", "--task-rankme-n", "20"]
 
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    torch.manual_seed(0)
-    model = models.build_model("audiomae++-debug")
-    return save_model_checkpoint(
-        tmp_path / "ckpt", model, model_name="audiomae++-debug", overrides={}, step=5, shard_fingerprint="t"
-    )
+    return tiny_checkpoint(tmp_path / "ckpt")
 
 
 @pytest.fixture()

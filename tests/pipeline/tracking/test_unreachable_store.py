@@ -11,12 +11,10 @@ import socket
 import time
 
 import pytest
-import torch
 
-import models
-from pipeline.checkpoint import save_model_checkpoint
 from tests.pipeline.test_cli_errors import assert_one_line_error, run_cli
 from tests.support.hear_task_fixtures import build_tiny_tasks
+from tests.support.tiny_checkpoint import tiny_checkpoint
 
 
 @pytest.fixture()
@@ -32,11 +30,7 @@ def dead_server(monkeypatch):
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    torch.manual_seed(0)
-    model = models.build_model("mae-debug")
-    return save_model_checkpoint(
-        tmp_path / "ckpt", model, model_name="mae-debug", overrides={}, step=1, shard_fingerprint="t"
-    )
+    return tiny_checkpoint(tmp_path / "ckpt", "mae-debug", step=1)
 
 
 @pytest.mark.parametrize(
