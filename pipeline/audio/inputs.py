@@ -21,8 +21,8 @@ import soundfile
 # What a directory walk picks up; every other file is counted as skipped in the summary.
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".w64", ".opus"})
 MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl"})
-DUPLICATE_KIND = "duplicate entry"
-UNREADABLE_FOLDER_KIND = "unreadable folder"  # the problem_kind of a second name for an input already listed
+DUPLICATE_KIND = "duplicate entry"  # the problem_kind of a second name for an input already listed
+UNREADABLE_FOLDER_KIND = "unreadable folder"  # the problem_kind of a folder the walk could not list
 
 
 class InputListingError(ValueError):

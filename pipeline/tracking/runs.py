@@ -202,7 +202,7 @@ class TrackedRun:
 
     def last_step(self, key: str) -> int:
         """The highest step `key` was logged at (-1: never)."""
-        return max((metric.step for metric in self._client.get_metric_history(self.run_id, key)), default=-1)
+        return max(self.logged_steps(key), default=-1)
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
@@ -228,22 +228,23 @@ class TrackedRun:
         return self._client.get_run(self.run_id).info.artifact_uri
 
 
-def stale_owner(tracking_uri: str, run_id: str) -> str | None:
-    """The owner of a run left RUNNING by a process that is gone (killed, crashed), else None."""
+def _running_owner(tracking_uri: str, run_id: str) -> str | None:
+    """The owner tag of a run RUNNING in another process (alive or not), else None."""
     run = mlflow.MlflowClient(tracking_uri).get_run(run_id)
     owner = run.data.tags.get(OWNER_TAG, "unknown process")
-    if run.info.status != "RUNNING" or owner == this_owner() or owner_alive(owner):
-        return None
-    return owner
+    return owner if run.info.status == "RUNNING" and owner != this_owner() else None
+
+
+def stale_owner(tracking_uri: str, run_id: str) -> str | None:
+    """The owner of a run left RUNNING by a process that is gone (killed, crashed), else None."""
+    owner = _running_owner(tracking_uri, run_id)
+    return owner if owner is not None and not owner_alive(owner) else None
 
 
 def live_owner(tracking_uri: str, run_id: str) -> str | None:
     """The owner of a run RUNNING in another live process on this machine, else None."""
-    run = mlflow.MlflowClient(tracking_uri).get_run(run_id)
-    owner = run.data.tags.get(OWNER_TAG)
-    if run.info.status != "RUNNING" or not owner or owner == this_owner() or not owner_alive(owner):
-        return None
-    return owner
+    owner = _running_owner(tracking_uri, run_id)
+    return owner if owner is not None and owner_alive(owner) else None
 
 
 def _claim(client: mlflow.MlflowClient, run_id: str, run_name: str) -> None:

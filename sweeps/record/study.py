@@ -138,10 +138,9 @@ def read_study_settings(tracking_uri: str, run_id: str, study_name: str) -> Stud
 
 
 def read_study(tracking_uri: str | None, study_name: str, *, run_id: str | None = None) -> StudyRecord:
-    """The study `study_name` (or the run `run_id`), its children listed once. The store is checked
-    first (`sweeps.laws` and `sweeps.advise` start here): a server that is not there is one line
-    in seconds instead of MLflow's minutes of retries."""
-    uri = tracking.checked_store(tracking_uri)
+    """The study `study_name` (or the run `run_id`), its children listed once. The commands that start
+    here check the store first (`tracking.checked_store`)."""
+    uri = tracking.resolve_tracking_uri(tracking_uri)
     run_id = run_id or find_study_run(uri, study_name)
     parent = tracking.read_run(uri, run_id)
     planned = parent["params"].get(keys.N_TRIALS_PARAM)

@@ -80,6 +80,7 @@ class TrialRecord:
             for step, value in sorted(self.rankme_by_step.items()):
                 if step not in logged:
                     run.log_metrics({keys.RANKME_METRIC: value}, step=step)
+            logged |= set(self.rankme_by_step)  # now in the run: logged just above
         final_step = max(self.rankme_by_step, default=0)
         write_checkpoint_points(
             run, self.checkpoint_points, last_step=final_step, rankme_logged_at=logged | set(self.rankme_by_step)
@@ -89,7 +90,7 @@ class TrialRecord:
         diagnostic = {keys.TASK_RANKME_METRIC: self.task_rankme} if np.isfinite(self.task_rankme) else {}
         # R at the last step is usually in the history already (above, or pretraining's): one value per
         # step, so MLflow's own charts of Q against R pair the right points.
-        final_metrics = final.metrics(with_rankme=final_step not in run.logged_steps(keys.RANKME_METRIC))
+        final_metrics = final.metrics(with_rankme=final_step not in logged)  # the points above are all earlier
         run.log_metrics({**final_metrics, keys.EVAL_RANKME_N_METRIC: self.rankme_n, **diagnostic}, step=final_step)
         write_q_replicates(run, self.q_replicates)
         run.set_tags({keys.STATUS_TAG: keys.STATUS_OK, keys.EVAL_RANKME_POOL_TAG: self.rankme_pool,

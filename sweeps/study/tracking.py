@@ -158,7 +158,8 @@ def log_study_analysis(
 
 def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap: int = 200) -> str:
     """Refit a finished (or interrupted) study from MLflow, log the results, return the report."""
-    study = read_study(tracking_uri, study_name)
+    # A server that is not there: one line in seconds, not MLflow's minutes of retries.
+    study = read_study(tracking.checked_store(tracking_uri), study_name)
     if study.trial_table.empty:
         raise ValueError(f"study {study_name!r} has no trial runs yet; run `python -m sweeps.scaling` first")
     incomplete = study.incompleteness()
