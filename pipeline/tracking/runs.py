@@ -12,10 +12,10 @@ Conventions:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
+import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from mlflow.exceptions import MlflowException
 
 from pipeline.tracking.keys import RESUMED_PARAM_PREFIX
 from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
+from pipeline.tracking.param_text import param_text
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
@@ -42,7 +43,6 @@ from pipeline.writable import check_local_store
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 RUN_DESCRIPTION_TAG = "mlflow.note.content"  # a run's description in the UI, rendered as markdown
-MAX_PARAM_CHARS = 6000
 
 
 _READY_STORES: set[str] = set()  # SQLite stores whose tables this process has seen made
@@ -162,11 +162,6 @@ def find_run_id(tracking_uri: str, experiment_name: str, run_name: str) -> str |
     return runs[0].info.run_id if runs else None
 
 
-def _param_text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text[:MAX_PARAM_CHARS]
-
-
 @dataclass(frozen=True, kw_only=True)
 class TrackedRun:
     """A handle on one MLflow run that any process can log through (no global active run)."""
@@ -184,7 +179,7 @@ class TrackedRun:
         logged = self._client.get_run(self.run_id).data.params
         new, changed = [], []
         for key, value in params.items():
-            text = _param_text(value)
+            text = param_text(value)
             if key not in logged:
                 new.append(Param(key, text))
             elif logged[key] != text:
@@ -205,7 +200,7 @@ class TrackedRun:
         return max(self.logged_steps(key), default=-1)
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        self._client.log_batch(self.run_id, tags=[RunTag(k, _param_text(v)) for k, v in tags.items()])
+        self._client.log_batch(self.run_id, tags=[RunTag(k, param_text(v)) for k, v in tags.items()])
 
     def tags(self) -> dict[str, str]:
         return dict(self._client.get_run(self.run_id).data.tags)
@@ -223,6 +218,12 @@ class TrackedRun:
     def finish(self, status: str = "FINISHED") -> None:
         """Mark the run FINISHED / FAILED / KILLED."""
         self._client.set_terminated(self.run_id, status=status)
+
+    def finish_after(self, seconds: float) -> None:
+        """Mark the run FINISHED `seconds` after its start: for work done before its run was written
+        (a baseline measured first), the UI's Duration is then the work's, not the logging's."""
+        start_ms = self._client.get_run(self.run_id).info.start_time
+        self._client.set_terminated(self.run_id, status="FINISHED", end_time=int(start_ms + 1000 * seconds))
 
     def artifact_uri(self) -> str:
         return self._client.get_run(self.run_id).info.artifact_uri
@@ -267,8 +268,10 @@ def start_or_resume_run(
     run_name: str,
     tags: dict[str, Any] | None = None,
     parent_run_id: str | None = None,
+    start_time_ms: int | None = None,
 ) -> TrackedRun:
-    """The run named `run_name` in `experiment_name` (created when missing), set back to RUNNING."""
+    """The run named `run_name` in `experiment_name` (created when missing, at `start_time_ms` when
+    given: work that ran before its run was written), set back to RUNNING."""
     uri = resolve_tracking_uri(tracking_uri)
     ready_store(uri)  # before any client: one may open the store (and make its tables) on creation
     client = mlflow.MlflowClient(uri)
@@ -279,7 +282,9 @@ def start_or_resume_run(
             all_tags = {"audioscale.code_version": code_version(), OWNER_TAG: this_owner(), **(tags or {})}
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
-            run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+            run_id = client.create_run(
+                experiment_id, start_time=start_time_ms, run_name=run_name, tags=all_tags
+            ).info.run_id
             return TrackedRun(tracking_uri=uri, run_id=run_id)
         _claim(client, run_id, run_name)  # under the lock: two takers of one dead run, one wins
     client.update_run(run_id, status="RUNNING")
@@ -360,9 +365,13 @@ def list_child_runs(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any
     return [read_run(uri, child.info.run_id) for child in children]
 
 
-def log_figure(run: TrackedRun, figure: Any, artifact_file: str) -> None:
-    """A matplotlib figure as an image artifact of `run`."""
-    mlflow.MlflowClient(run.tracking_uri).log_figure(run.run_id, figure, artifact_file)
+def log_bytes(run: TrackedRun, data: bytes, artifact_file: str) -> None:
+    """`data` as the artifact `artifact_file` of `run` (a figure's PNG or PDF, already rendered)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / Path(artifact_file).name
+        path.write_bytes(data)
+        parent = str(Path(artifact_file).parent)
+        run.log_artifact(path, artifact_path=None if parent == "." else parent)
 
 
 def artifact_download_path(run: TrackedRun, artifact_file: str) -> str:

@@ -2,8 +2,9 @@
 positive control, scored on the study's own tasks with its own probe (pipeline.evaluate.baselines).
 
 Its child run (`baseline-<name>@<study>`) is tagged `audioscale.baseline` = name, which keeps it
-out of the trial table and the fits; metrics `q` and `score/<task>` at step 0 as a trial's; its Q
-replicates (sweeps.record.replicates) pair it with every checkpoint of the study.
+out of the trial table and the fits; metrics `baseline.q` and `baseline.score/<task>` (names of its
+own, sweeps.record.keys says why) and `seconds`, the measurement's time, which is also the run's
+Duration; its Q replicates (sweeps.record.replicates) pair it with every checkpoint of the study.
 """
 
 from __future__ import annotations
@@ -39,21 +40,26 @@ class BaselineRecord:
     def write(self, run: tracking.TrackedRun, replicates: tuple[float, ...] = ()) -> None:
         run.set_tags({keys.BASELINE_TAG: self.name})
         run.log_params({"baseline": self.name, "description": self.description})
-        scores = {f"{keys.TASK_SCORE_PREFIX}{task}": score for task, score in self.task_scores.items()}
-        run.log_metrics({keys.Q_METRIC: self.q, "seconds": self.seconds, **scores}, step=0)
+        prefix = keys.BASELINE_METRIC_PREFIX
+        scores = {f"{prefix}{keys.TASK_SCORE_PREFIX}{task}": score for task, score in self.task_scores.items()}
+        run.log_metrics({f"{prefix}{keys.Q_METRIC}": self.q, "seconds": self.seconds, **scores}, step=0)
         write_q_replicates(run, {0: replicates})
 
     @classmethod
     def from_run(cls, run: RunDict) -> BaselineRecord:
         metrics = run["metrics"]
+        prefix = keys.BASELINE_METRIC_PREFIX
+        if f"{prefix}{keys.Q_METRIC}" not in metrics:  # written before baselines had names of their own
+            prefix = ""
+        q = metrics.get(f"{prefix}{keys.Q_METRIC}")
         return cls(
             name=run["tags"][keys.BASELINE_TAG],
-            q=metrics[keys.Q_METRIC][-1][1] if metrics.get(keys.Q_METRIC) else float("nan"),
+            q=q[-1][1] if q else float("nan"),
             description=run["params"].get("description", ""),
             task_scores={
-                key.removeprefix(keys.TASK_SCORE_PREFIX): history[-1][1]
+                key.removeprefix(f"{prefix}{keys.TASK_SCORE_PREFIX}"): history[-1][1]
                 for key, history in metrics.items()
-                if key.startswith(keys.TASK_SCORE_PREFIX)
+                if key.startswith(f"{prefix}{keys.TASK_SCORE_PREFIX}")
             },  # fmt: skip
             seconds=metrics["seconds"][-1][1] if metrics.get("seconds") else float("nan"),
             run_id=run["run_id"],

@@ -24,6 +24,18 @@ from sweeps.record.keys import (
 
 History = dict[str, list[tuple[int, float]]]  # a run's metric histories, as tracking.read_run gives them
 
+# Decimals a point's values are logged with: what their spread supports, with guard digits, so the
+# UI shows 0.5803 where it cut 0.58034613... Q's 95% interval is about +-0.018 on the default tasks
+# (test-clip SE of a 7-task Q 0.009: docs/results.md, benchmarks/q_noise_floor.py), so Q's second
+# decimal is the first that means something; 4 keep two guard digits and every digit the study prints
+# (Q to 4 decimals). RankMe varies by about 1 from seed to seed: 2 decimals, as the report prints it.
+Q_DECIMALS = 4
+RANKME_DECIMALS = 2
+
+
+def _rounded(value: float, decimals: int) -> float:
+    return round(float(value), decimals) if math.isfinite(value) else value
+
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointPoint:
@@ -33,10 +45,16 @@ class CheckpointPoint:
     q_ci: tuple[float, float] = (math.nan, math.nan)  # Q's 95% interval (sweeps.study.trial.q_interval)
 
     def metrics(self, *, with_rankme: bool = True) -> dict[str, float]:
-        """The point's MLflow metrics; the interval only where both bounds exist (none is a NaN metric)."""
-        scores = {f"{TASK_SCORE_PREFIX}{task}": score for task, score in self.task_scores.items()}
-        interval = dict(zip(Q_INTERVAL_KEYS, self.q_ci)) if all(map(math.isfinite, self.q_ci)) else {}
-        return {Q_METRIC: self.q, **({RANKME_METRIC: self.rankme} if with_rankme else {}), **scores, **interval}
+        """The point's MLflow metrics, rounded (Q_DECIMALS, RANKME_DECIMALS); the interval only where
+        both bounds exist (none is a NaN metric)."""
+        scores = {f"{TASK_SCORE_PREFIX}{task}": _rounded(score, Q_DECIMALS) for task, score in self.task_scores.items()}
+        interval = (
+            {key: _rounded(bound, Q_DECIMALS) for key, bound in zip(Q_INTERVAL_KEYS, self.q_ci)}
+            if all(map(math.isfinite, self.q_ci))
+            else {}
+        )
+        rankme = {RANKME_METRIC: _rounded(self.rankme, RANKME_DECIMALS)} if with_rankme else {}
+        return {Q_METRIC: _rounded(self.q, Q_DECIMALS), **rankme, **scores, **interval}
 
     def write(self, run: tracking.TrackedRun, step: int, *, with_rankme: bool = True) -> None:
         run.log_metrics(self.metrics(with_rankme=with_rankme), step=step)

@@ -16,6 +16,8 @@ Child-run convention (sweeps.record.trial writes it and reads it back):
   `converged`
 - metric `on_q_c_frontier` (1 or 0), written by the study analysis: the trial is on Q(C)'s
   compute-efficiency frontier (paper Sec. IV-E), the points Eq. 6 is fitted to
+- tag `mlflow.runColor`: the trial's colour in the study's figures and the UI's charts, pinned by
+  the study analysis (sweeps.report.run_colours)
 - tag `audioscale.trial_status`: "ok", "failed" (with `audioscale.trial_error`) or "stopped_early"
   (the RankMe early-stop scheduler stopped it at `audioscale.stopped_at_step`)
 The study run itself holds params grid, profile, n_trials, probe; the artifact `rankme_pool.json`
@@ -116,9 +118,21 @@ HEAR_MODULE_TAG = "audioscale.hear_module"
 MODEL_DIGEST_TAG = "audioscale.model_file_sha256"
 LABEL_PARAM = "label"  # the point's name on the figure
 
+# The study's best point (the summary's "best:" line), marked by the study analysis: on the study
+# run the tag `audioscale.best_point` ("mask0.50 @43") and the metric `best_q`; on its trial's run
+# the tag `audioscale.best` = "true" (a column of the study's view), removed from a trial that was
+# best before a refit.
+BEST_POINT_TAG = "audioscale.best_point"
+BEST_Q_METRIC = "best_q"
+BEST_TRIAL_TAG = "audioscale.best"
+
 # A baseline's child run (sweeps.record.baseline): `baseline-<name>@<study>`, tagged with its name.
 BASELINE_TAG = "audioscale.baseline"
 BASELINE_RUN_PREFIX = "baseline-"
+# Its Q and task scores are `baseline.q` and `baseline.score/<task>`, not a trial's `q`: under a
+# trial's names the UI drew them as step-0 points of the trials' charts and put the positive
+# control's Q in the trials' q column. Stores written before keep `q` (read as a fallback).
+BASELINE_METRIC_PREFIX = "baseline."
 # Q on each paired test-clip resample, per evaluated step (sweeps.record.replicates): a JSON artifact
 # of a trial's and a baseline's child run.
 Q_REPLICATES_ARTIFACT = "q_replicates.json"
@@ -133,3 +147,7 @@ STOPPED_AT_STEP_COLUMN = "stopped_at_step"
 TRAINING_RANKME_POOL_COLUMN = "training_rankme_pool"
 TRAINING_RANKME_N_COLUMN = "training_rankme_n"
 RUN_ID_COLUMN = "run_id"
+# The colour the MLflow UI draws a run in when it is set (the UI writes it when someone picks one;
+# the study analysis pins each trial's figure colour there: sweeps.report.run_colours).
+RUN_COLOUR_TAG = "mlflow.runColor"
+RUN_COLOUR_COLUMN = "run_colour"

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from sweeps.record.keys import Q_METRIC, RANKME_METRIC
+from sweeps.report.label_layout import add_point_label
 
 EXTERNAL_LEGEND = "external (HEAR module, not fitted)"
-EXTERNAL_MARKER = "D"  # a diamond: the trials are round black dots
-EXTERNAL_COLOUR = "tab:purple"  # orange stars are the trials' final checkpoints
+EXTERNAL_MARKER = "D"  # a diamond: the trials are round dots and stars
+EXTERNAL_COLOUR = "white"  # open, black-edged: every filled colour names a trial
 
 
 def drawable_external_points(external: pd.DataFrame | None) -> pd.DataFrame:
@@ -30,15 +31,15 @@ def drawable_external_points(external: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def plot_external_points(ax, external: pd.DataFrame | None) -> pd.DataFrame:
-    """Place each external point (purple diamond, named) on a Q(R) axes; returns what was placed."""
+    """Place each external point (open diamond, named) on a Q(R) axes; returns what was placed. Its
+    label is a point label (sweeps.report.label_layout): it never prints over a trial's."""
     points = drawable_external_points(external)
     if points.empty:
         return points
-    ax.scatter(points[RANKME_METRIC], points[Q_METRIC], s=46, marker=EXTERNAL_MARKER, color=EXTERNAL_COLOUR,
-               edgecolors="black", linewidths=0.6, zorder=5, label=EXTERNAL_LEGEND)  # fmt: skip
+    ax.scatter(points[RANKME_METRIC], points[Q_METRIC], s=40, marker=EXTERNAL_MARKER, color=EXTERNAL_COLOUR,
+               edgecolors="black", linewidths=0.8, zorder=5, label=EXTERNAL_LEGEND)  # fmt: skip
     for name, rankme, q in points.itertuples(index=False):
-        ax.annotate(str(name), (rankme, q), xytext=(4, -9), textcoords="offset points", fontsize=6,
-                    color=EXTERNAL_COLOUR)  # fmt: skip
+        add_point_label(ax, str(name), float(rankme), float(q), colour="black", weight="bold")
     return points
 
 

@@ -1,11 +1,14 @@
-"""What makes a study figure readable in a paper: plain ticks on a narrow log axis, points named by
-trial, checkpoints of one trial joined in step order, and Q error bars only where informative.
+"""What makes a study figure printable: paper-sized fonts, plain ticks on a narrow log axis, each
+trial in its own colour (sweeps.report.run_colours) with its checkpoints joined in step order and
+its name beside its last point, and Q error bars only where informative.
 
-Helpers on a matplotlib Axes; sweeps.report.figures draws the figures with them.
+Helpers on a matplotlib Axes; sweeps.report.figures draws the figures with them, inside
+`paper_style()`, and ends each with sweeps.report.label_layout.settle.
 """
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import (
@@ -18,10 +21,29 @@ from matplotlib.ticker import (
 
 from sweeps.record.keys import Q_METRIC
 from sweeps.report.intervals import q_intervals
+from sweeps.report.label_layout import add_point_label
+from sweeps.report.run_colours import text_colour
 from sweeps.report.study_info import StudyInfo
 
-ANNOTATION_FONT_SIZE = 6
-LABEL_GAP = 0.045  # of Q's range: two 6-point labels on a ~4-inch axis do not touch
+# Sizes for a figure printed at its own size (a two-column paper's full width is about 7 inches):
+# nothing under 7 points.
+PAPER_RC = {
+    "font.size": 8.0, "axes.titlesize": 9.0, "axes.labelsize": 8.5, "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "figure.titlesize": 9.5, "axes.spines.top": False,
+    "axes.spines.right": False, "lines.linewidth": 1.2, "axes.linewidth": 0.8,
+}  # fmt: skip
+# What the scale axes measure, with their units (the law's letter first, as in the fits' names).
+SCALE_AXIS_LABELS = {
+    "n_params": "model size N (parameters)",
+    "hours": "data volume D (hours of pretraining audio)",
+    "flops": "compute C (training FLOPs)",
+}
+NEUTRAL = "0.35"  # what is no trial's: error bars, leader lines, baselines
+
+
+def paper_style():
+    """The rc settings every study figure is drawn under (fonts are fixed when an artist is made)."""
+    return matplotlib.rc_context(PAPER_RC)
 
 
 def readable_log_ticks(ax, values: pd.Series, *, axis: str = "x") -> None:
@@ -51,46 +73,45 @@ def trial_names(trials: pd.DataFrame) -> pd.Series:
     )
 
 
-def label_points(ax, trials: pd.DataFrame, column: str) -> None:
-    """Name each trial beside its point (its last checkpoint, when rows are checkpoints). Labels
-    whose points crowd together are stacked upwards, at least LABEL_GAP of Q's range apart, each
-    with a thin line to its point, so they never print over each other."""
-    names = trial_names(trials)
-    ordered = trials.assign(_name=names)
+def _last_points(trials: pd.DataFrame, column: str) -> list[tuple[str, float, float]]:
+    """(name, x, Q) of each trial's last point (its last checkpoint, when rows are checkpoints)."""
+    ordered = trials.assign(_name=trial_names(trials))
     if "step" in trials.columns:
-        ordered = ordered.sort_values("step")
-    anchors = sorted(
-        (
-            (name, float(rows.iloc[-1][column]), float(rows.iloc[-1][Q_METRIC]))
-            for name, rows in ordered.groupby("_name", sort=False)
-        ),
-        key=lambda anchor: anchor[2],
-    )
-    q = pd.to_numeric(trials[Q_METRIC], errors="coerce")
-    gap = LABEL_GAP * max(float(q.max() - q.min()), 1e-6) if q.notna().any() else 0.0
-    previous = -np.inf
-    for name, x, y in anchors:
-        placed = max(y, previous + gap)
-        previous = placed
-        ax.annotate(
-            name, (x, y), xytext=(6, placed), textcoords=("offset points", "data"), va="center",
-            fontsize=ANNOTATION_FONT_SIZE, color="dimgray",
-            arrowprops=dict(arrowstyle="-", color="lightgray", linewidth=0.6) if placed > y else None,
-        )  # fmt: skip
+        ordered = ordered.sort_values("step", kind="stable")
+    return [(name, float(rows.iloc[-1][column]), float(rows.iloc[-1][Q_METRIC]))
+            for name, rows in ordered.groupby("_name", sort=False)]  # fmt: skip
 
 
-def connect_checkpoints(ax, trials: pd.DataFrame, column: str) -> None:
-    """Checkpoints of one trial joined in step order, its final checkpoint marked with a star."""
-    if "step" not in trials.columns:
-        return
+def label_points(ax, trials: pd.DataFrame, column: str, colours: dict[str, str]) -> None:
+    """Name each trial beside its last point, in its colour; sweeps.report.label_layout.settle moves
+    labels apart where points crowd (each trial's label window never overlaps another's)."""
+    for name, x, y in _last_points(trials, column):
+        if np.isfinite(x) and np.isfinite(y):
+            add_point_label(ax, name, x, y, colour=text_colour(colours.get(name, "black")))
+
+
+def connect_checkpoints(ax, trials: pd.DataFrame, column: str, colours: dict[str, str]) -> None:
+    """Each trial's points in its colour, its checkpoints joined in step order, its final checkpoint
+    a star. One legend entry each for "checkpoint" and "final checkpoint" (black: the colours name
+    trials, the labels say which)."""
     marked = False
-    for _, rows in trials.assign(_name=trial_names(trials)).groupby("_name", sort=False):
-        rows = rows.sort_values("step")
-        ax.plot(rows[column], rows[Q_METRIC], color="gray", linewidth=0.8, alpha=0.7, zorder=2)
+    has_steps = "step" in trials.columns
+    for name, rows in trials.assign(_name=trial_names(trials)).groupby("_name", sort=False):
+        colour = colours.get(name, "black")
+        rows = rows.sort_values("step", kind="stable") if has_steps else rows
+        if has_steps and len(rows) > 1:
+            ax.plot(rows[column], rows[Q_METRIC], color=colour, linewidth=0.9, alpha=0.8, zorder=2)
+            ax.scatter(rows[column].iloc[:-1], rows[Q_METRIC].iloc[:-1], s=16, color=colour, edgecolors="white",
+                       linewidths=0.4, zorder=3)  # fmt: skip
         final = rows.iloc[-1]
-        ax.scatter([final[column]], [final[Q_METRIC]], marker="*", s=90, color="tab:orange", zorder=5,
-                   label=None if marked else "final checkpoint")  # fmt: skip
+        ax.scatter([final[column]], [final[Q_METRIC]], marker="*" if has_steps else "o", s=80 if has_steps else 24,
+                   color=colour, edgecolors="black", linewidths=0.5, zorder=4)  # fmt: skip
         marked = True
+    if marked and has_steps:  # legend proxies: what the marks mean, whatever the trial
+        ax.scatter([], [], s=16, color="0.5", edgecolors="white", linewidths=0.4, label="checkpoint")
+        ax.scatter([], [], marker="*", s=80, color="0.5", edgecolors="black", linewidths=0.5, label="final checkpoint")
+    elif marked:
+        ax.scatter([], [], s=24, color="0.5", edgecolors="black", linewidths=0.5, label="trial (last point)")
 
 
 def q_error_bars(ax, trials: pd.DataFrame, column: str, info: StudyInfo) -> int:
@@ -102,6 +123,6 @@ def q_error_bars(ax, trials: pd.DataFrame, column: str, info: StudyInfo) -> int:
     x, q, bounds = zip(*shown)
     low = np.array(q) - np.array([b[0] for b in bounds])
     high = np.array([b[1] for b in bounds]) - np.array(q)
-    ax.errorbar(x, q, yerr=[low, high], fmt="none", ecolor="black", elinewidth=0.8, capsize=2, zorder=2,
-                label="Q 95% interval")  # fmt: skip
+    ax.errorbar(x, q, yerr=[low, high], fmt="none", ecolor=NEUTRAL, elinewidth=0.6, capsize=1.5, alpha=0.7,
+                zorder=1, label="Q 95% interval")  # fmt: skip
     return len(shown)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import re
 
 STYLE = (
@@ -26,13 +25,6 @@ INLINE = [
 ]
 HEADING = re.compile(r"^(#{1,6}) (.*)$")
 TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
-
-
-def figure_png(figure) -> bytes:
-    """A matplotlib figure as PNG bytes."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def png_data_uri(png: bytes) -> str:

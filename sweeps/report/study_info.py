@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sweeps.record.keys import RANKME_N_KEY
+from sweeps.record.keys import RANKME_N_KEY, TASK_SCORE_PREFIX
 
 # Grid -> the laws whose axis it varies on purpose (sweeps.study.grids). Q(R) is fitted on every grid.
 LAW_GRIDS = {
@@ -57,6 +57,13 @@ def rankme_axis_label(trials: pd.DataFrame) -> str:
     return f"RankMe R (pool, N={int(n)})" if n is not None and n > 0 else "RankMe R (pool)"
 
 
+def quality_axis_label(trials: pd.DataFrame) -> str:
+    """'quality Q (mean of 7 task scores)': Q with what it averages, where the table says (a score
+    has no unit)."""
+    tasks = [c for c in trials.columns if c.startswith(TASK_SCORE_PREFIX) and trials[c].notna().any()]
+    return f"quality Q (mean of {len(tasks)} task scores)" if tasks else "quality Q"
+
+
 @dataclass(frozen=True, kw_only=True)
 class StudyInfo:
     name: str = ""
@@ -69,7 +76,13 @@ class StudyInfo:
         logged = pd.to_numeric(trials.get("probe_seeds", pd.Series(np.nan, index=trials.index)), errors="coerce")
         return logged.fillna(self.probe_seeds).to_numpy(float)
 
-    def title(self, what: str, n_points: int) -> str:
+    def title(self, what: str, n_points: int, n_trials: int | None = None) -> str:
+        """One line a figure can carry: what, how many points and trials, which probe. The study's
+        name and grid go into the file's metadata (`description`), not onto the picture."""
+        counted = f"{n_points} points" + (f" from {n_trials} trials" if n_trials is not None else "")
+        return f"{what}: {counted}" + (f", {self.probe} probe" if self.probe else "")
+
+    def description(self) -> str:
         parts = [f"study {self.name}" if self.name else "", f"grid {self.grid}" if self.grid else "",
-                 f"probe {self.probe}" if self.probe else "", f"{n_points} points"]  # fmt: skip
-        return f"{what}\n" + ", ".join(part for part in parts if part)  # two lines: a long name fits
+                 f"probe {self.probe}" if self.probe else ""]  # fmt: skip
+        return ", ".join(part for part in parts if part)

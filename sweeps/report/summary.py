@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeps.record.keys import Q_METRIC, TASK_SCORE_PREFIX
-from sweeps.record.view import study_view_url
+from sweeps.record.keys import Q_METRIC, REPORT_DIR, TASK_SCORE_PREFIX
+from sweeps.record.view import run_page_url, study_view_url
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.comparisons import Comparisons, baseline_lines, gain_interval, initialisation_lines
 from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
@@ -89,6 +89,22 @@ def _initialisation_lines(
     ]
 
 
+def _best_row(points: pd.DataFrame) -> int:
+    """The checkpoint row with the highest Q (the first of equals)."""
+    return int(np.nanargmax(points[Q_METRIC].to_numpy(float)))
+
+
+def best_point(table: pd.DataFrame) -> tuple[str, str] | None:
+    """(trial, point name) of the study's best point, the one the summary's "best:" line names, e.g.
+    ("mask0.50", "mask0.50 @43"); None without a scored trial."""
+    trials, _ = usable_trials(table)
+    if trials.empty or "trial" not in trials.columns:
+        return None
+    points = checkpoint_rows(trials)
+    i = _best_row(points)
+    return str(points.iloc[i]["trial"]), point_names(points)[i]
+
+
 def summary_lines(
     table: pd.DataFrame, study: StudyFits, info: StudyInfo | None = None, comparisons: Comparisons | None = None
 ) -> list[str]:
@@ -102,7 +118,7 @@ def summary_lines(
     lines = [check.verdict().replace("**", "")] if check is not None else []
     lines.append(fit_line(study, informative=check is None or check.detectable))
     trials = checkpoint_rows(trials)  # the best point may be a checkpoint before a trial's last
-    i = int(np.nanargmax(trials[Q_METRIC].to_numpy(float)))
+    i = _best_row(trials)
     intervals = q_intervals(trials, info)
     best, interval = trials.iloc[i], intervals[i]
     rankme = f", {rankme_axis_label(trials)} {best['rankme']:.2f}" if "rankme" in trials.columns else ""
@@ -118,20 +134,34 @@ def mlflow_ui_lines(
     bin_dir: str | Path,
     *,
     view_key: str | None = None,
+    study_run_id: str | None = None,
     port: int = MLFLOW_UI_PORT,
 ) -> list[str]:
-    """A command that works as printed (`mlflow` lives in the checkout's .venv, not on PATH) and the
-    URL of the study's runs table (sweeps.record.view); a tracking server serves the UI itself."""
+    """A command that works as printed (`mlflow` lives in the checkout's .venv, not on PATH), the URL
+    of the study's runs table (sweeps.record.view) and, given the study's view and run, the URLs of
+    its chart view, its run and its report, all in the UI's model-training layout; a tracking server
+    serves the UI itself."""
 
     def url(root: str) -> str:
         if view_key is None:
             return f"{root.rstrip('/')}/#/experiments/{experiment_id}"
         return study_view_url(root, experiment_id, view_key)
 
+    def more(root: str) -> list[str]:
+        if view_key is None or study_run_id is None:
+            return []
+        return [
+            f"  charts (Q over steps, Q against RankMe): {study_view_url(root, experiment_id, view_key, charts=True)}",
+            f"  the study run: {run_page_url(root, experiment_id, study_run_id)}",
+            f"  the report: {run_page_url(root, experiment_id, study_run_id, f'{REPORT_DIR}/report.html')}",
+        ]
+
     if tracking_uri.startswith(("http://", "https://")):
-        return [f"open the study in MLflow: {url(tracking_uri)}"]
+        return [f"open the study in MLflow: {url(tracking_uri)}", *more(tracking_uri)]
     mlflow = Path(bin_dir) / "mlflow"
+    root = f"http://127.0.0.1:{port}"
     return [
         f"open the study in MLflow: {mlflow} ui --backend-store-uri {tracking_uri} --port {port}",
-        f"  then browse {url(f'http://127.0.0.1:{port}')}",
+        f"  then browse {url(root)}",
+        *more(root),
     ]

@@ -9,6 +9,8 @@ the task folder's fingerprint and the probe), and writes one child run per basel
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 
 from pipeline.audio.frontend import get_preset
@@ -60,12 +62,16 @@ def log_study_baselines(
     records = []
     for score in scores:
         record = BaselineRecord.of(score)
+        # The run is written after the measurement: it starts when the measurement did and lasts as
+        # long (a reused score keeps its measurement's time), so the UI's Duration is the baseline's.
+        seconds = score.seconds if math.isfinite(score.seconds) else 0.0
         run = tracking.start_or_resume_run(
             tracking_uri=context.tracking_uri, experiment_name=STUDY_EXPERIMENT,
             run_name=record.run_name(context.study_name), parent_run_id=context.parent_run_id,
+            start_time_ms=int(1000 * (time.time() - seconds)),
         )  # fmt: skip
         record.write(run, score.q_replicates)
-        run.finish()
+        run.finish_after(seconds)
         say(f"baseline {score.name}: Q {score.q:.4f} ({score.description}; {score.seconds:.0f} s)")
         records.append(record)
     return records

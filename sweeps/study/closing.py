@@ -41,4 +41,6 @@ def closing_lines(outcome: Any, *, tracking_uri: str, bin_dir: str | Path) -> li
         study_run_id=outcome.parent_run_id,
         grid_names=parse_grid_names(info.grid) if info.grid else [],
     )
-    return lines + mlflow_ui_lines(tracking_uri, experiment_id, bin_dir, view_key=key)
+    return lines + mlflow_ui_lines(
+        tracking_uri, experiment_id, bin_dir, view_key=key, study_run_id=outcome.parent_run_id
+    )

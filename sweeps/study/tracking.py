@@ -18,19 +18,33 @@ import pandas as pd
 
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP_FRACTION
-from sweeps.record.keys import INCOMPLETE_TAG, Q_TREND_TAG, REPORT_DIR
+from sweeps.record.keys import (
+    BEST_POINT_TAG,
+    BEST_Q_METRIC,
+    BEST_TRIAL_TAG,
+    INCOMPLETE_TAG,
+    Q_METRIC,
+    Q_TREND_TAG,
+    REPORT_DIR,
+    RUN_COLOUR_COLUMN,
+    RUN_COLOUR_TAG,
+    RUN_ID_COLUMN,
+)
 from sweeps.record.replicates import read_q_replicates
 from sweeps.record.study import StudyRecord, StudySettings, read_study
+from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.comparisons import BASELINE_LABELS, Comparisons
 from sweeps.report.early_stop_markdown import replay_early_stop
 from sweeps.report.external_points import external_points_lines
+from sweeps.report.figure_files import figure_files
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import StudyFits, fit_study_laws
-from sweeps.report.html import figure_png, markdown_to_html, png_data_uri
+from sweeps.report.fits import StudyFits, fit_study_laws, usable_trials
+from sweeps.report.html import markdown_to_html, png_data_uri
 from sweeps.report.markdown import fit_table_markdown, study_markdown
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.run_colours import trial_colours
 from sweeps.report.study_info import StudyInfo
-from sweeps.report.summary import LOCAL_UI_ROOT, summary_lines
+from sweeps.report.summary import LOCAL_UI_ROOT, best_point, summary_lines
 from sweeps.report.task_laws import task_law_metrics
 from sweeps.study.law_metrics import disagreement_tags, law_metrics, log_frontier
 
@@ -133,16 +147,18 @@ def log_study_analysis(
     )
     tracking.log_text(run, fit_table_markdown(fits), f"{REPORT_DIR}/fit_table.md")
     baselines = {BASELINE_LABELS.get(b.name, b.name): b.q for b in comparisons.baselines}
-    figures = study_figures(table, fits, info, external=external, baselines=baselines)
-    for file_name, figure in figures.items():
-        tracking.log_figure(run, figure, f"{REPORT_DIR}/{file_name}")
+    colours = trial_colours(table)
+    figures = study_figures(table, fits, info, external=external, baselines=baselines, colours=colours)
+    files = _log_figure_files(run, study.name, figures, info)
+    _pin_trial_colours(run.tracking_uri, table, colours)
+    _mark_best_trial(run, table)
     # MLflow's markdown viewer loads an image only from an absolute URL: the UI's get-artifact route
     # at the address the study prints (a tracking server's own, or `mlflow ui`'s default). The HTML
     # report carries its figures inside the file and shows them wherever the UI runs.
     ui_root = run.tracking_uri if run.tracking_uri.startswith(("http://", "https://")) else LOCAL_UI_ROOT
     sources = {name: f"{ui_root.rstrip('/')}/{tracking.artifact_download_path(run, f'{REPORT_DIR}/{name}')}"
                for name in figures}  # fmt: skip
-    inline = {name: png_data_uri(figure_png(figure)) for name, figure in figures.items()}
+    inline = {name: png_data_uri(files[name]) for name in figures}
     reports = {}
     for kind, figure_sources in (("md", sources), ("html", inline)):
         report = study_markdown(
@@ -154,6 +170,48 @@ def log_study_analysis(
     title = f"Scaling study {study.name}"
     tracking.log_text(run, markdown_to_html(reports["html"], title=title), f"{REPORT_DIR}/report.html")
     return fits, reports["md"]
+
+
+def _log_figure_files(run: tracking.TrackedRun, study_name: str, figures: dict, info: StudyInfo) -> dict[str, bytes]:
+    """Each figure as a PNG for screens and a PDF for print (the study named in their metadata),
+    logged under `laws/`; returns {file name: bytes}."""
+    files: dict[str, bytes] = {}
+    for file_name, figure in figures.items():
+        files |= figure_files(file_name, figure, title=f"{study_name}: {file_name}", description=info.description())
+    for file_name, data in files.items():
+        tracking.log_bytes(run, data, f"{REPORT_DIR}/{file_name}")
+    return files
+
+
+def _mark_best_trial(run: tracking.TrackedRun, table: pd.DataFrame) -> None:
+    """The best point on the study run (tag and `best_q`), `audioscale.best` on its trial's run only."""
+    best = best_point(table)
+    if best is None or RUN_ID_COLUMN not in table.columns:
+        return
+    trial, point = best
+    points = checkpoint_rows(usable_trials(table)[0])
+    run.set_tags({BEST_POINT_TAG: point})
+    run.log_metrics({BEST_Q_METRIC: float(points[Q_METRIC].max())}, step=0)
+    for name, run_id in zip(table["trial"].astype(str), table[RUN_ID_COLUMN]):
+        if not (isinstance(run_id, str) and run_id):
+            continue
+        child = tracking.attach_run(run.tracking_uri, run_id)
+        if name == trial:
+            child.set_tags({BEST_TRIAL_TAG: "true"})
+        else:
+            child.delete_tag(BEST_TRIAL_TAG)
+
+
+def _pin_trial_colours(tracking_uri: str, table: pd.DataFrame, colours: dict[str, str]) -> None:
+    """Each trial run's `mlflow.runColor` set to its figures' colour, so the UI's charts draw every
+    trial as the figures do (sweeps.report.run_colours says why the UI's own pick is not enough)."""
+    if not {"trial", RUN_ID_COLUMN} <= set(table.columns):
+        return
+    pinned = table[RUN_COLOUR_COLUMN] if RUN_COLOUR_COLUMN in table.columns else pd.Series("", index=table.index)
+    for name, run_id, current in zip(table["trial"].astype(str), table[RUN_ID_COLUMN], pinned):
+        colour = colours.get(name)
+        if colour and isinstance(run_id, str) and run_id and current != colour:
+            tracking.attach_run(tracking_uri, run_id).set_tags({RUN_COLOUR_TAG: colour})
 
 
 def refit_study(study_name: str, *, tracking_uri: str | None = None, n_bootstrap: int = 200) -> str:

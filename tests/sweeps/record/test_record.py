@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 
+import mlflow
 import pytest
 
 from pipeline.tracking import runs as tracking
-from sweeps.record.checkpoint_point import CheckpointPoint, read_checkpoint_points
+from sweeps.record.checkpoint_point import Q_DECIMALS, CheckpointPoint, read_checkpoint_points
 from sweeps.record.external_point import ExternalPoint
 from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT, child_run_name
 from sweeps.record.rankme_pool import RankMePoolRecord, read_rankme_pool
@@ -29,16 +30,20 @@ def _trial(name: str, ratio: float, *, pool: RankMePoolRecord | None = POOL) -> 
     """A trial with three evaluated checkpoints (at RankMe steps, as Table III's are), an interval at
     each, two task scores, and a coordinate on a numeric and on a labelled grid."""
     q = 0.5 + 0.1 * ratio
+
+    def at(offset: float) -> float:  # Q-scale values as a record logs them (CheckpointPoint.Q_DECIMALS)
+        return round(q + offset, Q_DECIMALS)
+
     points = {
         0: CheckpointPoint(rankme=5.0, q=0.3, task_scores={"tones": 0.3, "mixtures": 0.3}, q_ci=(0.25, 0.35)),
-        50: CheckpointPoint(rankme=20.0 * ratio, q=q - 0.05, task_scores={"tones": q - 0.05, "mixtures": q - 0.05}),
-        100: CheckpointPoint(rankme=30.0 * ratio, q=q, task_scores={"tones": q + 0.01, "mixtures": q - 0.01},
-                             q_ci=(q - 0.02, q + 0.02)),
+        50: CheckpointPoint(rankme=20.0 * ratio, q=at(-0.05), task_scores={"tones": at(-0.05), "mixtures": at(-0.05)}),
+        100: CheckpointPoint(rankme=30.0 * ratio, q=at(0), task_scores={"tones": at(0.01), "mixtures": at(-0.01)},
+                             q_ci=(at(-0.02), at(0.02))),
     }  # fmt: skip
     return TrialRecord(
         trial=name, model_name="mae-debug", arch="mae", n_params=144_672, hours=3.0, flops=1.5e12, mask_ratio=ratio,
-        rankme=30.0 * ratio, rankme_by_step={0: 5.0, 50: 20.0 * ratio, 100: 30.0 * ratio}, q=q,
-        task_scores={"tones": q + 0.01, "mixtures": q - 0.01}, q_ci_low=q - 0.02, q_ci_high=q + 0.02,
+        rankme=30.0 * ratio, rankme_by_step={0: 5.0, 50: 20.0 * ratio, 100: 30.0 * ratio}, q=at(0),
+        task_scores={"tones": at(0.01), "mixtures": at(-0.01)}, q_ci_low=at(-0.02), q_ci_high=at(0.02),
         q_interval_over="probe seeds", configuration=name, rankme_n=600, rankme_pool=POOL.fingerprint,
         rankme_capped=True, task_rankme=12.5, probe_seeds=3, coordinates={"mask_ratio": ratio, "size": "w32d2"},
         checkpoint_points=points, scale="base", pool=pool,
@@ -65,6 +70,17 @@ def test_a_trial_record_reads_back_equal(tracking_uri):
     assert back == record
     assert back.coordinates == {"mask_ratio": 0.7, "size": "w32d2"}  # a number stays a number, a label text
     assert all(map(math.isnan, back.checkpoint_points[50].q_ci))  # no interval at that checkpoint
+
+
+def test_a_point_is_logged_with_the_decimals_its_spread_supports(tracking_uri):
+    point = CheckpointPoint(
+        rankme=43.123456, q=0.58034613, task_scores={"pitch": 0.7571234}, q_ci=(0.5612345, 0.5994567)
+    )
+    run = _run(tracking_uri, "rounded")
+    point.write(run, 100)
+    metrics = {key: history[-1][1] for key, history in tracking.read_run(tracking_uri, run.run_id)["metrics"].items()}
+    # What the UI showed cut as 0.58034613... it now shows rounded; Q's interval is about +-0.018.
+    assert metrics == {"q": 0.5803, "rankme": 43.12, "score/pitch": 0.7571, "q_ci_low": 0.5612, "q_ci_high": 0.5995}
 
 
 def test_a_trial_logs_one_rankme_and_one_q_per_evaluated_step(tracking_uri):
@@ -158,3 +174,28 @@ def test_the_analysis_takes_the_record_and_lists_nothing_again(tracking_uri, cou
     assert len(counted_child_listing) == 1
     log_study_analysis(study, n_bootstrap=0)  # trial table, external points and settings: all from the record
     assert len(counted_child_listing) == 1
+
+
+def test_a_baseline_has_metric_names_of_its_own_and_the_duration_of_its_measurement(tracking_uri):
+    import time
+
+    from sweeps.record.baseline import BaselineRecord
+
+    record = BaselineRecord(name="control", q=0.6171, description="positive control", task_scores={"pitch": 0.7},
+                            seconds=213.0)  # fmt: skip
+    run = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name="baselines", run_name="control",
+                                       start_time_ms=int(1000 * (time.time() - 213.0)))  # fmt: skip
+    record.write(run)
+    run.finish_after(213.0)
+    written = tracking.read_run(tracking_uri, run.run_id)
+    # Not a trial's `q`: the UI drew it at step 0 of the trials' charts and in their q column.
+    assert {"baseline.q", "baseline.score/pitch", "seconds"} == set(written["metrics"])
+    assert BaselineRecord.from_run(written) == record
+    info = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).info
+    assert (info.end_time - info.start_time) == 213_000  # the UI's Duration: the measurement's, not 30 ms
+    # A store written before keeps `q` and `score/<task>`: still read.
+    old = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name="baselines", run_name="old")
+    old.set_tags({"audioscale.baseline": "control"})
+    old.log_params({"baseline": "control", "description": "positive control"})
+    old.log_metrics({"q": 0.6171, "seconds": 213.0, "score/pitch": 0.7}, step=0)
+    assert BaselineRecord.from_run(tracking.read_run(tracking_uri, old.run_id)) == record

@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sweeps.report.html import figure_png, markdown_to_html, png_data_uri  # noqa: E402
+from sweeps.report.figure_files import figure_bytes  # noqa: E402
+from sweeps.report.html import markdown_to_html, png_data_uri  # noqa: E402
 
 REPORT = """# Scaling study `masks`
 
@@ -31,7 +32,7 @@ REPORT = """# Scaling study `masks`
 def test_every_construct_the_report_uses_is_rendered():
     figure, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
-    source = png_data_uri(figure_png(figure))
+    source = png_data_uri(figure_bytes(figure, "png"))
     plt.close(figure)
     page = markdown_to_html(REPORT.replace("SRC", source), title="Scaling study masks")
     assert page.startswith("<!doctype html>") and "<title>Scaling study masks</title>" in page

@@ -121,11 +121,16 @@ def test_one_rankme_name_in_report_and_figures():
     assert "Pearson r between RankMe R (pool, N=600) part-way through training (the R of Q(R)" in markdown
     figures = study_figures(table, study, INFO)
     assert figures["quality_vs_rankme.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600)"
-    assert figures["early_rankme_vs_final_q.png"].axes[0].get_xlabel() == "RankMe R (pool, N=600) at that step"
+    early = figures["early_rankme_vs_final_q.png"].axes[0].get_xlabel()
+    assert early == "RankMe R (pool, N=600) part-way through training"
 
 
 def _texts(ax) -> list[str]:
     return [text.get_text() for text in ax.texts]
+
+
+def _legend_texts(ax) -> list[str]:
+    return [text.get_text() for text in ax.get_legend().get_texts()] if ax.get_legend() else []
 
 
 def test_early_prediction_draws_each_r_with_its_interval_and_says_when_every_one_covers_zero():
@@ -137,7 +142,8 @@ def test_early_prediction_draws_each_r_with_its_interval_and_says_when_every_one
     study = fit_study_laws(table, n_bootstrap=0, grid="mask_ratio")
     r_ax = study_figures(table, study, INFO)["early_rankme_vs_final_q.png"].axes[1]
     assert [c.get_label() for c in r_ax.collections if isinstance(c, PolyCollection)] == ["95% interval (Fisher z)"]
-    assert any(text.startswith("every 95% interval covers r = 0 (") for text in _texts(r_ax))
+    # The note is a legend entry below the axes: it prints over no data.
+    assert any(text.startswith("every 95% interval covers r = 0 (") for text in _legend_texts(r_ax))
     # Early RankMe ordered as the final Q, on 40 trials: the intervals exclude 0 and no note is drawn.
     many = pd.concat([table] * 8, ignore_index=True)
     many["trial"] = [f"t{i}" for i in range(len(many))]
@@ -148,7 +154,7 @@ def test_early_prediction_draws_each_r_with_its_interval_and_says_when_every_one
         "early_rankme_vs_final_q.png"
     ].axes[1]
     assert [c.get_label() for c in r_ax.collections if isinstance(c, PolyCollection)] == ["95% interval (Fisher z)"]
-    assert not any("covers r = 0" in text for text in _texts(r_ax))
+    assert not any("covers r = 0" in text for text in _legend_texts(r_ax) + _texts(r_ax))
 
 
 def _band_x_range(ax) -> tuple[float, float]:
@@ -173,7 +179,9 @@ def test_q_of_r_figure_is_readable(tmp_path):
     assert len(ax.lines) >= len(MASK_RATIOS)  # each trial's checkpoints joined, plus the fit
     handles, names = ax.get_legend_handles_labels()
     assert "final checkpoint" in names and "Q 95% interval" not in names  # 2 seeds: no error bars
-    assert ax.get_title() == "Q(R)\nstudy mask_ratio-cpu_default, grid mask_ratio, probe quick, 20 points"
+    # One line: the study's name and grid are in the file's metadata (sweeps.report.figure_files).
+    assert ax.get_title() == "Q(R): 20 points from 5 trials, quick probe"
+    assert ax.get_ylabel() == "quality Q (mean of 7 task scores)"
 
 
 def test_the_measured_baselines_are_lines_on_the_q_of_r_figure():
@@ -298,20 +306,23 @@ def test_mlflow_command_works_as_printed(tmp_path):
 
 
 def test_labels_of_crowded_final_checkpoints_do_not_overlap():
-    import matplotlib.pyplot as plt
-
-    from sweeps.report.figure_style import LABEL_GAP, label_points
-
-    # The default study's five final checkpoints sit within 0.02 of Q of each other.
+    # The default study's five final checkpoints sit within 0.02 of Q and 2 of R of each other.
     finals = [(10.5, 0.410), (10.8, 0.415), (11.0, 0.420), (11.2, 0.428), (12.1, 0.425)]
-    rows = [{"trial": f"mask0.{5 + i}0", "step": step, "rankme": r if step else 26.5, "q": q if step else 0.557}
+    rows = [{"trial": f"mask0.{5 + i}0", "step": step, "rankme": r if step else 26.5, "q": q if step else 0.557,
+             "n_params": 1, "hours": 1.0, "flops": 1.0, "status": "ok"}
             for i, (r, q) in enumerate(finals) for step in (0, 300)]  # fmt: skip
-    figure, ax = plt.subplots()
-    label_points(ax, pd.DataFrame(rows), "rankme")
-    heights = sorted(text.xyann[1] for text in ax.texts)
-    assert len(heights) == 5
-    assert min(np.diff(heights)) >= LABEL_GAP * (0.557 - 0.410) - 1e-12
-    plt.close(figure)
+    table = pd.DataFrame(rows)
+    figure = study_figures(table, fit_study_laws(table, n_bootstrap=0, grid="mask_ratio"), INFO)[
+        "quality_vs_rankme.png"
+    ]
+    ax = figure.axes[0]
+    renderer = figure.canvas.get_renderer()
+    boxes = [text.get_window_extent(renderer) for text in ax.texts]
+    assert len(boxes) == 5
+    frame = ax.get_window_extent(renderer)
+    for i, box in enumerate(boxes):
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        assert not any(box.overlaps(other) for other in boxes[i + 1 :]), [t.get_text() for t in ax.texts]
 
 
 def test_fit_line_says_no_ceiling_when_every_resample_puts_q_inf_at_1():

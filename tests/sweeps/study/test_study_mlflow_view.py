@@ -131,9 +131,14 @@ def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_pat
     experiment_id = tracking.get_or_create_experiment(uri, STUDY_EXPERIMENT)
     assert f"{Path(tmp_path) / 'bin' / 'mlflow'} ui --backend-store-uri {uri} --port 5000" in text
     key = view_key(STUDY)
-    assert text.endswith(
-        f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={key}"
-    )
+    table_url = f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={key}"
+    run_url = f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{parent.run_id}"
+    assert lines[-4:] == [
+        f"  then browse {table_url}",
+        f"  charts (Q over steps, Q against RankMe): {table_url}&compareRunsMode=CHART",
+        f"  the study run: {run_url}?workflowType=machine_learning",
+        f"  the report: {run_url}/artifacts/laws/report.html?workflowType=machine_learning",
+    ]
     assert SHARED_VIEW_TAG_PREFIX + key in tracking.experiment_tags(uri, STUDY_EXPERIMENT)
 
 
@@ -150,3 +155,51 @@ def test_law_metrics_are_rounded_for_reading(study):
     law = {key: value for key, value in metrics.items() if key.startswith("law.q_r.")}
     assert "law.q_r.q_inf" in law and "law.q_r.r2" in law
     assert all(value == float(f"{value:.4g}") for value in law.values()), law
+
+
+def test_each_figure_is_logged_as_png_and_pdf_and_each_trial_keeps_its_figure_colour_in_the_ui(study, tmp_path):
+    from PIL import Image
+
+    from sweeps.record.keys import RUN_COLOUR_TAG
+    from sweeps.report.run_colours import trial_colours
+
+    uri, parent, table = study[:3]
+    artifacts = set(tracking.list_artifacts(uri, parent.run_id, "laws"))
+    assert {"laws/quality_vs_rankme.png", "laws/quality_vs_rankme.pdf"} <= artifacts
+    png = tracking.download_artifacts(uri, parent.run_id, "laws/quality_vs_rankme.png", tmp_path / "png")
+    with Image.open(png) as image:
+        assert min(image.info["dpi"]) >= 199.9 and image.size[0] >= 1200  # a 6.4-inch figure at 200 dpi
+    pdf = Path(tracking.download_artifacts(uri, parent.run_id, "laws/quality_vs_rankme.pdf", tmp_path / "pdf"))
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    # The UI draws each trial in the colour pinned on its run: the figures' colour.
+    pinned = {
+        run["params"]["trial"]: run["tags"][RUN_COLOUR_TAG] for run in tracking.list_child_runs(uri, parent.run_id)
+    }
+    assert pinned == trial_colours(table)
+    assert len(set(pinned.values())) == 5
+
+
+def test_the_best_point_is_marked_on_the_study_run_and_on_its_trial_only(study):
+    from sweeps.record.keys import BEST_POINT_TAG, BEST_Q_METRIC, BEST_TRIAL_TAG
+
+    uri, parent, table = study[:3]
+    run = tracking.read_run(uri, parent.run_id)
+    best = table.loc[table["q"].idxmax()]
+    assert run["tags"][BEST_POINT_TAG] == "mask0.90" == best["trial"]  # the summary's "best:" line
+    assert run["metrics"][BEST_Q_METRIC][-1][1] == pytest.approx(best["q"])
+    marked = {
+        child["params"]["trial"]: child["tags"].get(BEST_TRIAL_TAG)
+        for child in tracking.list_child_runs(uri, parent.run_id)
+    }
+    assert marked == {"mask0.50": None, "mask0.60": None, "mask0.70": None, "mask0.80": None, "mask0.90": "true"}
+    # A refit that finds another best moves the mark: one trial holds it.
+    from sweeps.study.tracking import _mark_best_trial
+
+    moved = table.assign(q=np.where(table["trial"] == "mask0.50", 0.99, table["q"]), checkpoint_points=None)
+    _mark_best_trial(tracking.attach_run(uri, parent.run_id), moved)
+    marked = {
+        child["params"]["trial"]: child["tags"].get(BEST_TRIAL_TAG)
+        for child in tracking.list_child_runs(uri, parent.run_id)
+    }
+    assert [trial for trial, mark in marked.items() if mark] == ["mask0.50"]
+    _mark_best_trial(tracking.attach_run(uri, parent.run_id), table)  # as it was, for the module's other tests
