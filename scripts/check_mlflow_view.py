@@ -6,13 +6,18 @@
 
 Starts `mlflow ui` on the study's store as the study's closing lines print it (127.0.0.1:5000), or uses
 the `--server` the study logged to, opens headless Chromium (the
-Debian package `chromium`) through its DevTools protocol and checks:
-1. the URL the study prints opens the runs table of the study's experiment, not the GenAI pages:
-   each trial of the study is a row, with the columns q, rankme, the grid axis and the trial status;
-2. `laws/report.html` in the artifact viewer shows its figures: every image inside the viewer's
+Debian package `chromium`) through its DevTools protocol and checks, at every URL the study prints:
+1. the runs table of the study's experiment, not the GenAI pages: each trial of the study is a row,
+   with the columns q, q_ci_low, q_ci_high, rankme, the grid axis, the best trial's mark, the trial
+   status and baseline.q; one trial marked best; no value printed with more than 4 decimals; each
+   baseline's Q in its own column (none in q) and its Duration in seconds or minutes, not ms;
+2. the chart view: the study's section with Q over steps and Q against RankMe (`rankme vs. q`);
+3. the study run's page in the model-training layout (its Model metrics tab, no Evaluations page),
+   with its best point tagged; a trial's page with params as typed (no 0.000029999999999999997);
+4. `laws/report.html` in the artifact viewer shows its figures: every image inside the viewer's
    frame has loaded (a non-zero natural width);
-3. `laws/report.md` in the artifact viewer shows its figures as images, not as literal text.
-Screenshots of the three pages go to --out. Exits 1 naming what failed. The test suite runs it only inside the
+5. `laws/report.md` in the artifact viewer shows its figures as images, not as literal text.
+Screenshots of the pages go to --out. Exits 1 naming what failed. The test suite runs it only inside the
 cluster rehearsal and only where Chromium is installed; docs/studies.md says when to run it.
 """
 
@@ -24,6 +29,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -40,8 +46,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from pipeline.tracking import runs as tracking  # noqa: E402
-from sweeps.record.keys import REPORT_DIR, STUDY_EXPERIMENT  # noqa: E402
-from sweeps.record.view import study_view_url, view_key  # noqa: E402
+from sweeps.record.keys import BASELINE_RUN_PREFIX, REPORT_DIR, STUDY_EXPERIMENT  # noqa: E402
+from sweeps.record.view import run_page_url, study_view_url, view_key  # noqa: E402
 from sweeps.report.summary import MLFLOW_UI_PORT  # noqa: E402
 
 SETTLE_S = 12.0  # the UI is a single-page app: time for its requests and rendering
@@ -114,19 +120,78 @@ class Browser:
         return values
 
 
+# Cells of one column, by the grid's column id (the UI's id: kind, then the key in backticks).
+CELLS_JS = "Array.from(document.querySelectorAll('[role=row]')).map(r => Object.fromEntries(Array.from(r.querySelectorAll('[role=gridcell][col-id]')).map(c => [c.getAttribute('col-id'), c.innerText.trim()])))"
+LONG_DECIMALS = re.compile(r"\d\.\d{5,}")  # more decimals than a rounded value has
+RAW_FLOAT = re.compile(r"\d\.\d{13,}|0\.0000\d{9,}")  # a float's binary tail, as 0.000029999999999999997
+
+
 async def check_runs_table(browser: Browser, url: str, trials: list[str], grid: list[str], out: Path) -> list[str]:
     await browser.open(url)
     await browser.screenshot(out / "runs_table.png")
     text = await browser.evaluate("document.body.innerText") or ""
     failures = [f"runs table: no row for trial {name}" for name in trials if name not in text]
-    headers = ["q", "rankme", *(f"grid.{name}" for name in grid), "audioscale.trial_status"]
+    headers = ["q", "q_ci_low", "q_ci_high", "rankme", *(f"grid.{name}" for name in grid), "audioscale.best",
+               "audioscale.trial_status", "baseline.q"]  # fmt: skip
     shown = await browser.evaluate(
         "Array.from(document.querySelectorAll('[role=columnheader], th')).map(h => h.innerText.trim())"
     )
     failures += [f"runs table: no column {h!r} (columns: {shown})" for h in headers if not _shown(h, shown or [])]
     if "Traces" in text and "Cost" in text and not trials:
         failures.append("runs table: the URL opened the GenAI pages")
+    rows = [row for row in await browser.evaluate(CELLS_JS) or [] if "metrics.`q`" in row]
+    return failures + _row_failures(rows) if rows else failures + ["runs table: no rows read"]
+
+
+def _row_failures(rows: list[dict]) -> list[str]:
+    """Rounded values, one best trial, and baselines told apart (their own Q column, their real duration)."""
+    failures = [f"runs table: {value!r} in {key} is not rounded" for row in rows for key, value in row.items()
+                if key.startswith("metrics.") and LONG_DECIMALS.search(value)]  # fmt: skip
+    best = [row for row in rows if row.get("tags.`audioscale.best`") == "true"]
+    if len(best) != 1:
+        failures.append(f"runs table: {len(best)} trials marked best (audioscale.best), not 1")
+    for row in rows:
+        if not row.get("attributes.`Run Name`", "").startswith(BASELINE_RUN_PREFIX):
+            continue
+        if row.get("metrics.`q`", "-") not in ("-", ""):
+            failures.append(f"runs table: a baseline has a value in the trials' q column ({row})")
+        if re.fullmatch(r"\d+ms", row.get("duration", "")):
+            failures.append(
+                f"runs table: a baseline's Duration is {row['duration']}, the logging's, not its measurement's"
+            )
     return failures
+
+
+async def check_charts(browser: Browser, url: str, out: Path) -> list[str]:
+    await browser.open(url)
+    await browser.screenshot(out / "charts.png")
+    text = await browser.evaluate("document.body.innerText") or ""
+    lines = [line.strip() for line in text.splitlines()]
+    wanted = {"the study's chart section": "Study", "Q over steps": "q", "Q against RankMe": "rankme vs. q"}
+    return [f"chart view: no {what} ({title!r})" for what, title in wanted.items() if title not in lines]
+
+
+async def check_run_pages(browser: Browser, study_url: str, trial_url: str, out: Path) -> list[str]:
+    await browser.open(study_url)
+    await browser.screenshot(out / "study_run.png")
+    text = await browser.evaluate("document.body.innerText") or ""
+    failures = []
+    if "Model metrics" not in text.splitlines() or "Evaluations" in text.splitlines():
+        failures.append("study run page: not in the model-training layout (no Model metrics tab, or Evaluations)")
+    if "audioscale.best_point" not in text:
+        failures.append("study run page: no best point tag (audioscale.best_point)")
+    await browser.open(trial_url)
+    await browser.screenshot(out / "trial_run.png")
+    text = await browser.evaluate("document.body.innerText") or ""  # its metrics and the params in view
+    failures += [f"trial run page: {value!r} printed with a float's binary tail" for value in RAW_FLOAT.findall(text)]
+    return failures
+
+
+def stored_param_failures(tracking_uri: str, run_id: str) -> list[str]:
+    """Every param of the run as stored, which the UI prints as it is (its table shows a few at a time)."""
+    params = tracking.read_run(tracking_uri, run_id)["params"]
+    return [f"trial run: param {key} = {value!r} has a float's binary tail" for key, value in params.items()
+            if RAW_FLOAT.search(value)]  # fmt: skip
 
 
 def _shown(header: str, shown: list[str]) -> bool:
@@ -137,7 +202,7 @@ def _shown(header: str, shown: list[str]) -> bool:
 async def check_reports(browser: Browser, root: str, experiment_id: str, run_id: str, out: Path) -> list[str]:
     failures = []
     page = f"{root}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{REPORT_DIR}"
-    await browser.open(f"{page}/report.html")
+    await browser.open(run_page_url(root, experiment_id, run_id, f"{REPORT_DIR}/report.html"))  # as printed
     await browser.screenshot(out / "report_html.png")
     widths = await browser.in_child_frames("Array.from(document.images).map(i => i.naturalWidth)")
     loaded = [w for frame in widths for w in (frame or [])]
@@ -172,7 +237,8 @@ async def look(root: str, debug_port: int, checks) -> list[str]:
             if headers := basic_auth_header():  # every request of the page logs in, as a person would
                 await browser.call("Network.enable")
                 await browser.call("Network.setExtraHTTPHeaders", headers=headers)
-            await browser.call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1,
+            # Wide: the runs table draws only the columns in view, and the view selects eight or more.
+            await browser.call("Emulation.setDeviceMetricsOverride", width=2400, height=1000, deviceScaleFactor=1,
                                mobile=False)  # fmt: skip
             failures = []
             for check in checks:
@@ -200,8 +266,8 @@ def stop_process_group(process: subprocess.Popen) -> None:
     process.wait(timeout=10)
 
 
-def study_facts(tracking_uri: str, study: str) -> tuple[str, str, list[str], list[str]]:
-    """(experiment id, study run id, trial run names, grid names) of a finished study."""
+def study_facts(tracking_uri: str, study: str) -> tuple[str, str, list[str], list[str], str]:
+    """(experiment id, study run id, trial run names, grid names, a trial's run id) of a finished study."""
     experiment_id = tracking.get_or_create_experiment(tracking_uri, STUDY_EXPERIMENT)
     run_id = tracking.find_run_id(tracking_uri, STUDY_EXPERIMENT, study)
     if run_id is None:
@@ -209,7 +275,8 @@ def study_facts(tracking_uri: str, study: str) -> tuple[str, str, list[str], lis
     children = tracking.list_child_runs(tracking_uri, run_id)
     trials = sorted(run["run_name"] for run in children if "trial" in run["params"])
     grid = [name for name in tracking.read_run(tracking_uri, run_id)["params"].get("grid", "").split(",") if name]
-    return experiment_id, run_id, trials, grid
+    trial_run = next((run["run_id"] for run in children if "trial" in run["params"]), run_id)
+    return experiment_id, run_id, trials, grid, trial_run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("check_mlflow_view: no chromium on PATH; apt-get install chromium")
-    experiment_id, run_id, trials, grid = study_facts(uri, args.study)
+    experiment_id, run_id, trials, grid, trial_run = study_facts(uri, args.study)
     args.out.mkdir(parents=True, exist_ok=True)
     # The port the study's printed command uses: report.md's figures point at that address (a server's
     # own address when the study logged to one).
@@ -256,11 +323,16 @@ def main(argv: list[str] | None = None) -> int:
             wait_for(root, 90)
             wait_for(f"http://127.0.0.1:{debug_port}/json/version", 30)
             url = study_view_url(root, experiment_id, view_key(args.study))
+            charts = study_view_url(root, experiment_id, view_key(args.study), charts=True)
             checks = [
                 lambda b: check_runs_table(b, url, trials, grid, args.out),
+                lambda b: check_charts(b, charts, args.out),
+                lambda b: check_run_pages(
+                    b, run_page_url(root, experiment_id, run_id), run_page_url(root, experiment_id, trial_run), args.out
+                ),  # fmt: skip
                 lambda b: check_reports(b, root, experiment_id, run_id, args.out),
             ]
-            failures = asyncio.run(look(root, debug_port, checks))
+            failures = asyncio.run(look(root, debug_port, checks)) + stored_param_failures(uri, trial_run)
         finally:
             stop_process_group(browser)
             ui.terminate()
@@ -269,8 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     for failure in failures:
         print(f"FAIL  {failure}")
     if not failures:
-        print(f"ok    the runs table shows {len(trials)} trials with q, rankme, {', '.join(grid)} and status; "
-              "report.html and report.md show their figures")  # fmt: skip
+        print(f"ok    the runs table shows {len(trials)} trials with q and its interval, rankme, {', '.join(grid)}, "
+              "the best mark and status, rounded; baselines in their own column with their real duration")  # fmt: skip
+        print("ok    the chart view shows Q over steps and Q against RankMe; the study run opens in the model-training "
+              "layout with its best point; params as typed")  # fmt: skip
+        print(f"ok    the runs table shows {len(trials)} trials; report.html and report.md show their figures")
     return 1 if failures else 0
 
 

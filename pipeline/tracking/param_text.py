@@ -1,5 +1,5 @@
-"""How a value is written as an MLflow param or tag: text as it is, anything else as JSON with its
-floats as the user typed them, cut to what the store keeps."""
+"""How a value is written to MLflow: a param or tag as text as it is, anything else as JSON with its
+floats as the user typed them, cut to what the store keeps; a metric's float the same way."""
 
 from __future__ import annotations
 

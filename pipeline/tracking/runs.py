@@ -29,7 +29,7 @@ from mlflow.exceptions import MlflowException
 
 from pipeline.tracking.keys import RESUMED_PARAM_PREFIX
 from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
-from pipeline.tracking.param_text import param_text
+from pipeline.tracking.param_text import as_typed, param_text
 from pipeline.tracking.setup import CODE_VERSION_ENV as CODE_VERSION_ENV
 from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
@@ -188,7 +188,9 @@ class TrackedRun:
 
     def log_metrics(self, metrics: dict[str, float], *, step: int) -> None:
         timestamp_ms = int(time.time() * 1000)
-        batch = [Metric(k, float(v), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
+        # As typed (12 significant digits): the UI prints a float's binary tail (an lr of 3e-05 read
+        # 0.000029999999999999997); no measurement here has 12 digits that mean something.
+        batch = [Metric(k, as_typed(float(v)), timestamp_ms, int(step)) for k, v in metrics.items() if v is not None]
         self._client.log_batch(self.run_id, metrics=batch)
 
     def logged_steps(self, key: str) -> set[int]:
