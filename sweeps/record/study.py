@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.evaluate.baselines import BASELINES
 from pipeline.tracking import runs as tracking
 from sweeps.record import keys
 from sweeps.record.baseline import BaselineRecord, is_baseline
@@ -67,13 +68,15 @@ class StudyRecord:
         return [run for run in self.children if not is_external(run) and not is_baseline(run)]
 
     def baselines(self) -> list[BaselineRecord]:
-        """The baselines measured for this study (sweeps.record.baseline), latest run per name."""
+        """The baselines measured for this study (sweeps.record.baseline), latest run per name, in the
+        order they are measured (naive, initialisation, control), whatever their runs' start times."""
         latest = {}
         for run in self.children:  # oldest first: a later run of the same baseline replaces an earlier one
             if is_baseline(run):
                 record = BaselineRecord.from_run(run)
                 latest[record.name] = record
-        return list(latest.values())
+        order = {name: index for index, name in enumerate(BASELINES)}
+        return sorted(latest.values(), key=lambda record: order.get(record.name, len(order)))
 
     @cached_property
     def trial_table(self) -> pd.DataFrame:

@@ -199,3 +199,21 @@ def test_a_baseline_has_metric_names_of_its_own_and_the_duration_of_its_measurem
     old.log_params({"baseline": "control", "description": "positive control"})
     old.log_metrics({"q": 0.6171, "seconds": 213.0, "score/pitch": 0.7}, step=0)
     assert BaselineRecord.from_run(tracking.read_run(tracking_uri, old.run_id)) == record
+
+
+def test_a_studys_baselines_read_back_in_the_order_they_are_measured(tracking_uri):
+    import time
+
+    from sweeps.record.baseline import BaselineRecord
+
+    parent = _write_study(tracking_uri, ratios=(0.5,))
+    # A baseline's run starts when its measurement did: the control's minutes of training put it first.
+    for name, seconds in (("naive", 24.0), ("initialisation", 42.0), ("control", 293.0)):
+        record = BaselineRecord(name=name, q=0.5, seconds=seconds)
+        run = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name=STUDY_EXPERIMENT,
+                                           run_name=record.run_name(STUDY), parent_run_id=parent.run_id,
+                                           start_time_ms=int(1000 * (time.time() - seconds)))  # fmt: skip
+        record.write(run)
+        run.finish_after(seconds)
+    # The summary lists them in this order, as the README's closing lines do.
+    assert [b.name for b in read_study(tracking_uri, STUDY).baselines()] == ["naive", "initialisation", "control"]
