@@ -16,6 +16,7 @@ have picked, and a colour chosen in the UI is the figures' from the next refit o
 
 from __future__ import annotations
 
+import colorsys
 import functools
 
 import numpy as np
@@ -32,12 +33,15 @@ MLFLOW_RUN_PALETTE = (
     "#277c43", "#3ba65e", "#8ddda8", "#9e102c", "#c82d4c", "#e65b77", "#f792a6", "#0e538b", "#2272b4",
     "#4299e0", "#8acaff",
 )  # fmt: skip
-# CIELAB distance under which two trials' colours read as one on a figure (the palette's one-hue
-# ramps are 6-23 apart; distinct hues of it 30 and more).
-MIN_COLOUR_DISTANCE = 25.0
+# CIELAB distance under which two trials' colours read as one on a figure: colours of one hue in the
+# palette lie 13-30 apart (a blue and a light blue, 29.9, drew two trials of the default study as
+# one). At 40, 8 of its colours can be taken at once; a larger study's later trials get the colour
+# farthest from those taken.
+MIN_COLOUR_DISTANCE = 40.0
 # The lightness (CIELAB L, 0-100) above which a colour is too pale for text on white: labels in a
 # pale trial colour are drawn in a darker shade of it.
 MAX_TEXT_LIGHTNESS = 55.0
+TEXT_HLS_LIGHTNESS = 0.36  # a pale colour's label: its hue and saturation at this HLS lightness
 
 
 def mlflow_run_colour(run_uuid: str) -> str:
@@ -121,8 +125,9 @@ def trial_colours(table: pd.DataFrame) -> dict[str, str]:
 
 
 def text_colour(colour: str) -> str:
-    """The colour itself, or a darker shade of it where it is too pale to read as text on white."""
-    lightness = cielab(colour)[0]
-    if lightness <= MAX_TEXT_LIGHTNESS:
+    """The colour itself, or where it is too pale to read as text on white, a dark shade of its hue
+    at its saturation (scaling RGB down greys a pale blue into the palette's slate)."""
+    if cielab(colour)[0] <= MAX_TEXT_LIGHTNESS:
         return colour
-    return to_hex(np.array(to_rgb(colour)) * (MAX_TEXT_LIGHTNESS / lightness) ** 1.5)
+    hue, _, saturation = colorsys.rgb_to_hls(*to_rgb(colour))
+    return to_hex(colorsys.hls_to_rgb(hue, TEXT_HLS_LIGHTNESS, saturation))

@@ -143,3 +143,19 @@ def test_the_palette_and_the_stable_colour_are_the_installed_mlflow_uis():
                      source)  # fmt: skip
     assert 'T="mlflow.runColor"' in source  # the tag the UI reads a picked colour from
     assert mlflow_run_colour("d57752e41682472e939c3fafd82fffb1") in MLFLOW_RUN_PALETTE
+
+
+def test_a_pale_trials_label_keeps_its_hue_and_reads_on_white():
+    import colorsys
+
+    from sweeps.report.run_colours import MAX_TEXT_LIGHTNESS, cielab, text_colour
+
+    # The default study drew mask0.90 in light blue; its label, darkened by scaling RGB, read as the
+    # slate of mask0.50. Darkened at its own hue and saturation it stays a blue.
+    label = text_colour("#8acaff")
+    assert cielab(label)[0] <= MAX_TEXT_LIGHTNESS
+    assert colorsys.rgb_to_hls(*matplotlib.colors.to_rgb(label))[0] == pytest.approx(
+        colorsys.rgb_to_hls(*matplotlib.colors.to_rgb("#8acaff"))[0], abs=0.01
+    )
+    assert colour_distance(label, "#445461") >= MIN_COLOUR_DISTANCE
+    assert text_colour("#445461") == "#445461"  # dark enough already: kept
