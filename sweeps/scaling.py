@@ -43,6 +43,7 @@ from sweeps.study.cost import (
 )
 from sweeps.study.driver import run_study
 from sweeps.study.grids import expand_grids
+from sweeps.study.phase_times import install_seconds, phase_line
 from sweeps.study.plan import plan_text
 
 
@@ -133,6 +134,8 @@ def run_command(argv: list[str]) -> int:
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.
     print("\n".join(closing_lines(outcome, tracking_uri=uri, bin_dir=Path(sys.executable).parent)))
+    # Apart from the closing lines, which a rerun reproduces to the digit: where this run's time went.
+    print(phase_line(outcome.phase_seconds, install_seconds()))
     return 1 if outcome.trials_failed else 0
 
 

@@ -45,6 +45,7 @@ from sweeps.study.early_stop import (
     summarize_study_table,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.phase_times import PhaseClock
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
 from sweeps.study.tracking import log_study_analysis, study_comparisons
@@ -65,6 +66,7 @@ class StudyOutcome:
     report_markdown: str
     early_stop: EarlyStopSummary | None = None  # when the scheduler ran, or earlier attempts stopped trials
     comparisons: Comparisons = field(default_factory=Comparisons)  # the baselines and replicates the summary pairs
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # sweeps.study.phase_times
 
 
 def _load_runner(path: str):
@@ -126,6 +128,8 @@ def study_trainable(config: dict[str, Any]) -> None:
 
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
+    clock = PhaseClock()
+    clock.begin("start-up")
     trials = expand_grids(
         config.grid, profile=config.profile, objective=config.objective, train_seeds=config.train_seeds
     )
@@ -144,7 +148,8 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         f"MLflow: {context.tracking_uri}"
     )
     with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
-        failed = _run_trials(config, remaining, context, say) if remaining else []
+        failed = _run_trials(config, remaining, context, say, clock) if remaining else []
+    clock.begin("fits")
     study = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)  # read once for the analysis
     table = study.trial_table
     early_stop = _summarize_early_stop(config, parent, table, trials)
@@ -156,6 +161,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
     parent.finish()
+    clock.end()
     return StudyOutcome(
         study_name=context.study_name,
         parent_run_id=parent.run_id,
@@ -167,6 +173,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         report_markdown=markdown,
         early_stop=early_stop,
         comparisons=comparisons,
+        phase_seconds=clock.seconds,
     )
 
 
@@ -226,7 +233,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
     return parent, context
 
 
-def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyContext, say) -> list[str]:
+def _run_trials(
+    config: StudyConfig, trials: list[TrialSpec], context: StudyContext, say, clock: PhaseClock
+) -> list[str]:
     """Build the inputs the trials need, run them on Ray Tune; return the names of those that failed."""
     scheduler = (
         RankMeEarlyStopScheduler(
@@ -247,6 +256,7 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
     context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
     try:
         if config.prepare_shards:
+            clock.begin("defaults")
             say("checking the corpus, tasks and shards the trials need (built once, then reused)")
             # --shards without --corpus: shard sets already there (prepped into a bucket) are used as they are.
             present = (
@@ -261,9 +271,11 @@ def _run_trials(config: StudyConfig, trials: list[TrialSpec], context: StudyCont
             else:
                 say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
+                clock.begin("baselines")
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
                 log_study_baselines(setup, context, say)
+        clock.begin("trials")
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
         raised = lambda name: _error_in_this_attempt(context, name) is not None  # noqa: E731
         progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent, raised=raised)]

@@ -123,6 +123,10 @@ def test_trials_run_concurrently_up_to_the_limit_and_evaluate_on_their_share_of_
     assert len(intervals) == 5
     assert _overlapping_pairs(intervals) > 0
     assert {workers for *_, workers in intervals} == {1}
+    # Where the time went (printed after the closing lines): no defaults or baselines in this study.
+    phases = concurrent_study.outcome.phase_seconds
+    assert list(phases) == ["start-up", "trials", "fits"] and all(seconds > 0 for seconds in phases.values())
+    assert phases["trials"] > 4.0  # five trials of 4 s, two at a time
 
 
 @pytest.mark.ray

@@ -1,0 +1,51 @@
+"""Where a study's wall time went, phase by phase, printed after its closing lines so that a person
+sees what the run cost and where (the install, measured by scripts/main.sh, comes in through
+AUDIOSCALE_INSTALL_SECONDS).
+
+Phases in the order a study runs them: start-up (inputs checked, the study run opened, Ray
+started), defaults (the embedded corpus, tasks and shards, built once), baselines, trials, fits (the
+laws, figures and report). A phase that did not run this time is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+INSTALL_SECONDS_ENV = "AUDIOSCALE_INSTALL_SECONDS"
+PHASES = ("install", "start-up", "defaults", "baselines", "trials", "fits")
+
+
+@dataclass
+class PhaseClock:
+    """Wall seconds per phase; `begin(name)` ends the phase before it."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    _current: str | None = None
+    _since: float = 0.0
+
+    def begin(self, phase: str) -> None:
+        self.end()
+        self._current, self._since = phase, time.monotonic()
+
+    def end(self) -> None:
+        if self._current is not None:
+            self.seconds[self._current] = self.seconds.get(self._current, 0.0) + time.monotonic() - self._since
+            self._current = None
+
+
+def install_seconds() -> float | None:
+    """The install's seconds as scripts/main.sh measured them, when this study was started by it."""
+    value = os.environ.get(INSTALL_SECONDS_ENV, "")
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def phase_line(seconds: dict[str, float], install: float | None = None) -> str:
+    """'time: install 3.4 min, start-up 0.2 min, ..., total 23.1 min' (minutes, one decimal)."""
+    measured = {**({"install": install} if install is not None else {}), **seconds}
+    parts = [f"{phase} {measured[phase] / 60:.1f} min" for phase in PHASES if phase in measured]
+    return f"time: {', '.join(parts)}; total {sum(measured.values()) / 60:.1f} min"
