@@ -193,6 +193,11 @@ def test_a_baseline_has_metric_names_of_its_own_and_the_duration_of_its_measurem
     assert BaselineRecord.from_run(written) == record
     info = mlflow.MlflowClient(tracking_uri).get_run(run.run_id).info
     assert (info.end_time - info.start_time) == 213_000  # the UI's Duration: the measurement's, not 30 ms
+    # Rounded as a trial's points are: the UI printed the control's Q as 0.610974031919.
+    unrounded = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name="baselines", run_name="raw")
+    BaselineRecord(name="control", q=0.610974031919, task_scores={"pitch": 0.70123456}, seconds=1.0).write(unrounded)
+    logged = tracking.read_run(tracking_uri, unrounded.run_id)["metrics"]
+    assert (logged["baseline.q"][-1][1], logged["baseline.score/pitch"][-1][1]) == (0.611, 0.7012)
     # A store written before keeps `q` and `score/<task>`: still read.
     old = tracking.start_or_resume_run(tracking_uri=tracking_uri, experiment_name="baselines", run_name="old")
     old.set_tags({"audioscale.baseline": "control"})
