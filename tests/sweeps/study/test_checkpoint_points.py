@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.tracking import runs as tracking
 from sweeps.laws.forms import SaturatingLaw
-from sweeps.record.checkpoint_point import CheckpointPoint
+from sweeps.record.checkpoint_point import Q_DECIMALS, CheckpointPoint
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.study import read_study
 from sweeps.record.trial import TrialRecord
@@ -56,11 +56,13 @@ def test_every_checkpoint_is_logged_at_its_step_and_read_back(tracking_uri):
     trial = _trial("mask0.50", [27.0, 26.0, 24.0, 22.0, 21.0, 20.5])
     table = _logged_table(tracking_uri, [trial])
     row = table.iloc[0]
-    assert row["q"] == pytest.approx(trial.q) and row["rankme"] == pytest.approx(20.5)  # the last checkpoint
+    # Q is stored to Q_DECIMALS (what the MLflow UI shows is what is stored); the last checkpoint is the trial's.
+    assert row["q"] == round(trial.q, Q_DECIMALS) and row["rankme"] == pytest.approx(20.5)
+    assert row["q"] != trial.q  # the law's value has more digits than 4: the rounding is seen
     points = row["checkpoint_points"]
     assert sorted(points) == list(STEPS)
     assert points[14]["rankme"] == pytest.approx(24.0)
-    assert points[14]["q"] == pytest.approx(trial.checkpoint_points[14].q)
+    assert points[14]["q"] == round(trial.checkpoint_points[14].q, Q_DECIMALS)
     assert points[43]["score/tones"] == pytest.approx(0.543)
     # Every checkpoint keeps its own Q interval (the kNN probe's test-clip bootstrap), and says what it resamples.
     assert points[14]["q_ci_high"] - points[14]["q_ci_low"] == pytest.approx(0.04)
