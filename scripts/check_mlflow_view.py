@@ -124,9 +124,14 @@ class Browser:
 # Cells of one column, by the grid's column id (the UI's id: kind, then the key in backticks).
 CELLS_JS = "Array.from(document.querySelectorAll('[role=row]')).map(r => Object.fromEntries(Array.from(r.querySelectorAll('[role=gridcell][col-id]')).map(c => [c.getAttribute('col-id'), c.innerText.trim()])))"
 LONG_DECIMALS = re.compile(r"\d\.\d{5,}")  # more decimals than a rounded value has
-# The Q-scale columns, logged to 4 decimals. RankMe is not checked: a trial's last-step R is the one
-# its pretraining logged, at 12 significant digits (docs/studies.md).
-Q_COLUMNS = ("metrics.`q`", "metrics.`q_ci_low`", "metrics.`q_ci_high`", "metrics.`baseline.q`")
+# The rounded columns: Q-scale to 4 decimals, RankMe (as pretraining and the points log it) to 2.
+ROUNDED_COLUMNS = (
+    "metrics.`q`",
+    "metrics.`q_ci_low`",
+    "metrics.`q_ci_high`",
+    "metrics.`baseline.q`",
+    "metrics.`rankme`",
+)
 DECIMAL = re.compile(r"\d+\.\d+")
 
 
@@ -159,7 +164,7 @@ async def check_runs_table(browser: Browser, url: str, trials: list[str], grid: 
 def _row_failures(rows: list[dict]) -> list[str]:
     """Rounded values, one best trial, and baselines told apart (their own Q column, their real duration)."""
     failures = [f"runs table: {value!r} in {key} is not rounded" for row in rows for key, value in row.items()
-                if key in Q_COLUMNS and LONG_DECIMALS.search(value)]  # fmt: skip
+                if key in ROUNDED_COLUMNS and LONG_DECIMALS.search(value)]  # fmt: skip
     best = [row for row in rows if row.get("tags.`audioscale.best`") == "true"]
     if len(best) != 1:
         failures.append(f"runs table: {len(best)} trials marked best (audioscale.best), not 1")

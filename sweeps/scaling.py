@@ -135,7 +135,7 @@ def run_command(argv: list[str]) -> int:
     # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.
     print("\n".join(closing_lines(outcome, tracking_uri=uri, bin_dir=Path(sys.executable).parent)))
     # Apart from the closing lines, which a rerun reproduces to the digit: where this run's time went.
-    print(phase_line(outcome.phase_seconds, install_seconds()))
+    print(phase_line(outcome.phase_seconds, install_seconds(), outcome.phase_beside))
     return 1 if outcome.trials_failed else 0
 
 

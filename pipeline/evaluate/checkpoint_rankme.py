@@ -12,7 +12,7 @@ import math
 import warnings
 
 from pipeline.evaluate.embeddings import FrameEmbedder
-from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme
+from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme, recorded_training_rankme
 from pipeline.rankme.pool import select_pool
 
 
@@ -31,4 +31,7 @@ def checkpoint_pool_rankme(
         return PoolRankMe(value=math.nan, n=0, k=embedder.embedding_size, pool="", capped=True)
     crop_frames = int(recorded.get("crop_frames") or embedder.spec.crop_frames)
     pool = select_pool(shards, crop_frames=crop_frames, n=rankme_n or recorded.get("rankme_n"))
+    measured_in_training = recorded_training_rankme(meta, pool=pool.fingerprint, readout=meta.get("readout_stats", ""))
+    if measured_in_training is not None:
+        return measured_in_training
     return measure_pool_rankme(embedder.model, pool, device=embedder.device)

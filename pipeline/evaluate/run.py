@@ -92,7 +92,7 @@ def evaluate_checkpoint(
     rankme_shards: str | None = None, rankme_n: int | None = None, task_rankme_n: int = DEFAULT_TASK_RANKME_N,
     seeds: int = DEFAULT_SEEDS, probe_training: SceneProbe = ProbeTrainingConfig(),
     lid_probe: LidProbeConfig | None = None, device: str = "cpu", progress: Callable[[str], None] | None = None,
-    workers: int = 1, readout_stats: str = DEFAULT_READOUT_STATS,
+    workers: int = 1, readout_stats: str = DEFAULT_READOUT_STATS, checked_tasks: list[TaskInfo] | None = None,
 ) -> EvaluationResult:  # fmt: skip
     """RankMe (on the RankMe pool; `rankme_shards` / `rankme_n` override the checkpoint's) and probe
     scores of one checkpoint on the HEAR tasks under `tasks_dir`.
@@ -104,9 +104,11 @@ def evaluate_checkpoint(
     `progress` receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that
     many one-thread processes (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores.
     `readout_stats`: how running statistics are read out (pipeline.evaluate.readout_calibration); R and
-    every task are read out the same way."""
+    every task are read out the same way. `checked_tasks`: the tasks as `read_checked_tasks(tasks_dir,
+    task_names)` returned them, from a caller that scores several checkpoints and checks the files once."""
     started = time.perf_counter()
-    tasks = read_checked_tasks(tasks_dir, task_names)  # before the model is read out: a damaged task named first
+    # Before the model is read out: a damaged task is named first.
+    tasks = checked_tasks if checked_tasks is not None else read_checked_tasks(tasks_dir, task_names)
     _check_lid_probe(lid_probe, probe_training, tasks)
     tick = time.perf_counter()
     embedder, meta = load_embedder(checkpoint_dir, device, readout_stats=readout_stats, rankme_shards=rankme_shards)

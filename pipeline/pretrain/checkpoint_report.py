@@ -29,6 +29,7 @@ def report_with_checkpoint(
     step: int,
     rank: int,
     data_position: dict[str, int],
+    extra_meta: dict[str, Any] | None = None,
 ) -> None:
     """Rank 0 writes the checkpoint directory; every rank reports (Ray Train's barrier).
 
@@ -52,7 +53,8 @@ def report_with_checkpoint(
             overrides=config.model_build_overrides(),
             step=step,
             shard_fingerprint=config.shard_fingerprint or "",
-            extra={"run_name": config.run_name, "pretrain_config": config.to_dict()},
+            # extra_meta: e.g. the R measured at this step (RankMeSchedule.checkpoint_meta).
+            extra={"run_name": config.run_name, "pretrain_config": config.to_dict(), **(extra_meta or {})},
         )
         save_train_state(
             directory,

@@ -40,6 +40,7 @@ from pipeline.pretrain.step import forward_backward, reduce_step_outcome, seed_s
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
 from pipeline.pretrain.worker_setup import WorkerPlace, WorkerTraining, build_training
+from pipeline.rankme.model_rankme import logged_rankme
 from pipeline.shards.crop_stream import StreamPosition
 from pipeline.tracking.keys import RANKME_METRIC
 from pipeline.tracking.runs import TrackedRun, attach_run
@@ -63,7 +64,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
 
 def train_on_worker(config: PretrainConfig, context: Any) -> None:
     """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
-    torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
+    torch.set_num_threads(config.torch_threads or max(1, int(config.cpus_per_worker or 1)))
     place = WorkerPlace(
         rank=context.get_world_rank(), world_size=context.get_world_size(), device=ray.train.torch.get_device(),
         node_id=ray.get_runtime_context().get_node_id(),
@@ -91,7 +92,7 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
             tracker.log_metrics({"resumed_from_step": training.start_step}, step=training.start_step)
         initial = rankme.measure_if_due(training.model, 0) if training.start_step == 0 else None
         if initial is not None and tracker.last_step(RANKME_METRIC) < 0:
-            tracker.log_metrics({RANKME_METRIC: initial}, step=0)
+            tracker.log_metrics({RANKME_METRIC: logged_rankme(initial)}, step=0)
             log_rankme_record(tracker, rankme)
     if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
         initial_metrics = {"step": 0, **({RANKME_METRIC: rankme.latest} if rankme.latest is not None else {})}
@@ -102,6 +103,7 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
             step=0,
             rank=place.rank,
             data_position=position_record(StreamPosition(), world_size=place.world_size),
+            extra_meta=rankme.checkpoint_meta(0),
         )
     if run_steps(config, training, place, tracker, (rankme, validation)):
         debug_hooks.maybe_record_weights(training.model, rank=place.rank)
@@ -178,6 +180,8 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None and step > logged_up_to:
                 logged = {k: v for k, v in measured.items() if v is not None}
+                if RANKME_METRIC in logged:  # the Tune report below keeps every digit (early stop ranks on it)
+                    logged[RANKME_METRIC] = logged_rankme(logged[RANKME_METRIC])
                 tracker.log_metrics({**metrics, **logged}, step=step)
                 if measured[RANKME_METRIC] is not None:
                     log_rankme_record(tracker, rankme)
@@ -191,6 +195,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
             report_step(
                 metrics, training, config=config, step=step, rank=place.rank, last=last or preempted,
                 rankme_due=rankme.is_due(step) or follows_checkpoint(config, step), data_position=data_position,
+                extra_meta=rankme.checkpoint_meta(step),
             )  # fmt: skip
             if preempted:
                 debug_hooks.maybe_hold_after_preemption_checkpoint()
@@ -237,6 +242,7 @@ def report_step(
     last: bool,
     rankme_due: bool,
     data_position: dict[str, int],
+    extra_meta: dict[str, Any] | None = None,
 ) -> None:
     """Report to Ray Train (every rank at the same steps: it is a barrier) with a checkpoint at checkpoint
     steps and when `last` (the last step, or a preemption notice), and without one at RankMe steps (a
@@ -247,6 +253,8 @@ def report_step(
     2 s, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S), so reporting every 10 steps of 18 ms held each report for
     1.8 s and cut mae-debug from ~850 to 80 samples/s (docs/performance.md)."""
     if last or is_checkpoint_step(config, step):
-        report_with_checkpoint(metrics, training, config=config, step=step, rank=rank, data_position=data_position)
+        report_with_checkpoint(
+            metrics, training, config=config, step=step, rank=rank, data_position=data_position, extra_meta=extra_meta
+        )
     elif rankme_due:
         ray.train.report(metrics)

@@ -11,7 +11,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from pipeline.rankme.model_rankme import PoolRankMe, measure_pool_rankme
+from models.running_stats import has_running_stats
+from pipeline.rankme.model_rankme import (
+    TRAINING_RANKME_KEY,
+    PoolRankMe,
+    measure_pool_rankme,
+    training_rankme_meta,
+)
 from pipeline.rankme.pool import RankMePool
 from pipeline.rankme.readout_stats import calibrated_readout
 
@@ -39,6 +45,8 @@ class RankMeSchedule:
         self.steps = frozenset(steps)
         self.latest: float | None = None
         self.latest_record: PoolRankMe | None = None
+        self.latest_step: int | None = None
+        self.latest_readout = "none"  # as pipeline.evaluate.readout_calibration names a readout
 
     def is_due(self, step: int) -> bool:
         if not (self.every_steps > 0 or self.steps):
@@ -53,8 +61,17 @@ class RankMeSchedule:
             return None
         with calibrated_readout(model, self.calibration, device=self.device):
             self.latest_record = measure_pool_rankme(model, self.pool, device=self.device)
-        self.latest = self.latest_record.value
+        self.latest, self.latest_step = self.latest_record.value, step
+        if has_running_stats(model):
+            self.latest_readout = "calibrated" if self.calibration is not None else "recorded"
         return self.latest
+
+    def checkpoint_meta(self, step: int) -> dict[str, object]:
+        """What a checkpoint written at `step` records of R: the value measured at that step, if any
+        (pipeline.rankme.model_rankme.training_rankme_meta), so evaluation need not measure it again."""
+        if self.latest_record is None or self.latest_step != step:
+            return {}
+        return {TRAINING_RANKME_KEY: training_rankme_meta(self.latest_record, step=step, readout=self.latest_readout)}
 
 
 class ThroughputWindow:

@@ -7,6 +7,7 @@ with what makes it comparable: N, K, the pool's fingerprint, and whether N < 8 K
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,16 @@ from torch import nn
 from pipeline.rankme.effective_rank import rankme_with_shape
 from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool, is_capped, iter_pool_crops
 from pipeline.tracking.keys import RANKME_CAPPED_KEY, RANKME_K_KEY, RANKME_N_KEY, RANKME_POOL_KEY
+
+# Decimals R is logged with (training's `rankme` metric, a study's points): what its spread supports.
+# R varies by about 1 from seed to seed (the default study's last-step R spans 50.2-51.8), so 2
+# decimals keep a guard digit; the MLflow UI shows what is stored, and it showed 50.8948466806.
+RANKME_DECIMALS = 2
+
+
+def logged_rankme(value: float) -> float:
+    """R as a metric is logged: rounded to RANKME_DECIMALS (NaN and inf as they are)."""
+    return round(float(value), RANKME_DECIMALS) if math.isfinite(value) else float(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,3 +60,31 @@ def measure_pool_rankme(model: nn.Module, pool: RankMePool, *, device: torch.dev
         pool=pool.fingerprint,
         capped=is_capped(value.n_samples, value.n_features),
     )
+
+
+# A checkpoint's model.json carries the R its training measured at that very step, with what makes the
+# value reproducible: evaluation takes it instead of measuring the same pool with the same readout again
+# (a study trial scores every checkpoint; the measurement was ~20% of its evaluation time).
+TRAINING_RANKME_KEY = "training_rankme"
+
+
+def training_rankme_meta(value: PoolRankMe, *, step: int, readout: str) -> dict[str, object]:
+    """The checkpoint-metadata entry for `value`, measured at `step` with `readout` ("calibrated",
+    "recorded" or "none": pipeline.evaluate.readout_calibration's names)."""
+    return {"step": int(step), "readout": readout, "value": value.value, "n": value.n, "k": value.k,
+            "pool": value.pool, "capped": value.capped}  # fmt: skip
+
+
+def recorded_training_rankme(meta: dict, *, pool: str, readout: str) -> PoolRankMe | None:
+    """The R a checkpoint's training recorded, when it was measured at the checkpoint's own step, on the
+    pool with fingerprint `pool` and with `readout`: the measurement evaluation would repeat. Else None."""
+    record = meta.get(TRAINING_RANKME_KEY)
+    if not isinstance(record, dict):
+        return None
+    same = record.get("step") == meta.get("step") and record.get("pool") == pool and record.get("readout") == readout
+    if not same or not pool:
+        return None
+    return PoolRankMe(
+        value=float(record["value"]), n=int(record["n"]), k=int(record["k"]), pool=str(record["pool"]),
+        capped=bool(record["capped"]),
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from pipeline.rankme.model_rankme import RANKME_DECIMALS
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import (
     LEGACY_EVAL_RANKME_METRIC,
@@ -28,9 +29,8 @@ History = dict[str, list[tuple[int, float]]]  # a run's metric histories, as tra
 # UI shows 0.5803 where it cut 0.58034613... Q's 95% interval is about +-0.018 on the default tasks
 # (test-clip SE of a 7-task Q 0.009: docs/results.md, benchmarks/q_noise_floor.py), so Q's second
 # decimal is the first that means something; 4 keep two guard digits and every digit the study prints
-# (Q to 4 decimals). RankMe varies by about 1 from seed to seed: 2 decimals, as the report prints it.
+# (Q to 4 decimals). RankMe: pipeline.rankme.model_rankme.RANKME_DECIMALS, as training logs it.
 Q_DECIMALS = 4
-RANKME_DECIMALS = 2
 
 
 def _rounded(value: float, decimals: int) -> float:

@@ -151,3 +151,4 @@ RUN_ID_COLUMN = "run_id"
 # the study analysis pins each trial's figure colour there: sweeps.report.run_colours).
 RUN_COLOUR_TAG = "mlflow.runColor"
 RUN_COLOUR_COLUMN = "run_colour"
+BEST_TRIAL_COLUMN = "marked_best"  # the run carries BEST_TRIAL_TAG now (what a refit moves or keeps)

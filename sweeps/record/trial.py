@@ -178,6 +178,7 @@ def trial_row(run: RunDict) -> dict[str, Any]:
     row[keys.STOPPED_AT_STEP_COLUMN] = float(tags.get(keys.STOPPED_AT_STEP_TAG, np.nan))
     row[keys.RUN_ID_COLUMN] = run["run_id"]
     row[keys.RUN_COLOUR_COLUMN] = tags.get(keys.RUN_COLOUR_TAG, "")
+    row[keys.BEST_TRIAL_COLUMN] = keys.BEST_TRIAL_TAG in tags
     row[keys.POINTS_COLUMN] = points_column(metrics)
     converged = converged_flag(params, metrics, tags)
     if converged is not None:

@@ -1,17 +1,26 @@
-"""A study's baselines: measured on its own tasks with its own probe before its trials, logged as child runs.
+"""A study's baselines: measured on its own tasks with its own probe beside its trials, logged as child runs.
 
 Which baselines and how they are measured is pipeline.evaluate.baselines'; this module picks the
 study's reference model (its first trial's, read out as every checkpoint is, with the input
 normalisation of that trial's shards), reuses results cached in the home's cache folder (keyed by
 the task folder's fingerprint and the probe), and writes one child run per baseline
 (sweeps.record.baseline) that the report compares the trials with.
+
+`start_study_baselines` measures them in a thread of the driver while Tune runs the trials: the
+positive control trains for minutes on one core, which the trials would otherwise wait for. The
+driver process then computes on one torch thread (torch's thread count is per process), and the
+core it uses is not one of Ray's logical CPUs: on the default 2-core study it shares the cores
+with the trials for the control's few minutes, which costs less than running it first.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
+
+import torch
 
 from pipeline.audio.frontend import get_preset
 from pipeline.evaluate.baselines import BaselineSetup, measure_baselines
@@ -75,3 +84,45 @@ def log_study_baselines(
         say(f"baseline {score.name}: Q {score.q:.4f} ({score.description}; {score.seconds:.0f} s)")
         records.append(record)
     return records
+
+
+class BaselinesInProgress:
+    """Baselines being measured in a driver thread (`start_study_baselines`); `wait` returns their
+    records once done, or raises what the measurement raised."""
+
+    def __init__(self, setup: BaselineSetup, context: StudyContext, say: Callable[[str], None]) -> None:
+        self._records: list[BaselineRecord] = []
+        self._error: BaseException | None = None
+        self._threads_before = torch.get_num_threads()
+        self.seconds = math.nan
+        self._thread = threading.Thread(
+            target=self._measure, args=(setup, context, say), name="study-baselines", daemon=True
+        )  # daemon: Ctrl-C on the study does not wait for the control to finish training
+
+    def _measure(self, setup: BaselineSetup, context: StudyContext, say: Callable[[str], None]) -> None:
+        started = time.monotonic()
+        try:
+            self._records = log_study_baselines(setup, context, say)
+        except BaseException as error:  # handed to `wait`, in the driver's own thread
+            self._error = error
+        finally:
+            self.seconds = time.monotonic() - started
+
+    def start(self) -> BaselinesInProgress:
+        torch.set_num_threads(1)  # one core: the trials have the rest
+        self._thread.start()
+        return self
+
+    def wait(self) -> list[BaselineRecord]:
+        self._thread.join()
+        torch.set_num_threads(self._threads_before)  # the fits after them have the driver's cores back
+        if self._error is not None:
+            raise self._error
+        return self._records
+
+
+def start_study_baselines(
+    setup: BaselineSetup, context: StudyContext, say: Callable[[str], None]
+) -> BaselinesInProgress:
+    """Measure and log the baselines in a thread beside the trials; `.wait()` for their records."""
+    return BaselinesInProgress(setup, context, say).start()

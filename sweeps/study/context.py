@@ -17,17 +17,19 @@ class StudyContext:
     shards_root: str
     tasks_dir: str
     gpus_per_trial: float = 0.0
-    # The Train worker's logical CPUs (it trains on one torch thread). With the trial function's share,
-    # one trial holds 1 CPU of Ray's; the worker's crop-reader thread runs on the core Ray leaves free.
-    cpus_per_worker: float = 0.5
+    # The Train worker's logical CPUs. With the trial function's share (--cpus-per-trial, 0.25), one
+    # trial holds half a CPU of Ray's, so the driver's default concurrency (cores + 1) fits; its torch
+    # threads are `cores_per_trial` (below).
+    cpus_per_worker: float = 0.25
     global_batch_size: int = 32  # the study's --batch-size (sweeps.study.config.StudyPretraining)
     eval_seeds: int = 3
     # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): the study's
     # --probe, else its profile recipe's (sweeps.protocol.recipe: "appc" for paper, "knn" for cpu_default).
     probe: str = "hear"
-    # Processes that score a finished trial's tasks at once (pipeline.evaluate.task_jobs): the trial's
-    # share of the cluster's cores once its pretraining has ended (cores / concurrent trials).
-    eval_workers: int = 1
+    # The trial's share of the cluster's cores (cores / concurrent trials, at most 4): its Train worker's
+    # torch threads on CPU (its logical CPUs would give it one while the rest idle), then the threads
+    # or processes that score its checkpoints (pipeline.evaluate.task_jobs).
+    cores_per_trial: int = 1
     # The grid profile, whose training recipe (sweeps.protocol.recipe) every trial's pretraining uses.
     profile: str = "cpu_default"
     # Checkpoints each trial evaluates besides the last (sweeps.protocol.recipe.evaluation_steps_for).

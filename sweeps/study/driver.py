@@ -36,7 +36,7 @@ from sweeps.record.study import StudySettings, read_study, read_study_settings
 from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopped_early
 from sweeps.report.comparisons import Comparisons
 from sweeps.report.fits import StudyFits
-from sweeps.study.baselines import log_study_baselines, study_baseline_setup
+from sweeps.study.baselines import BaselinesInProgress, start_study_baselines, study_baseline_setup
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import (
@@ -67,6 +67,7 @@ class StudyOutcome:
     early_stop: EarlyStopSummary | None = None  # when the scheduler ran, or earlier attempts stopped trials
     comparisons: Comparisons = field(default_factory=Comparisons)  # the baselines and replicates the summary pairs
     phase_seconds: dict[str, float] = field(default_factory=dict)  # sweeps.study.phase_times
+    phase_beside: dict[str, str] = field(default_factory=dict)  # a phase run beside another -> that phase
 
 
 def _load_runner(path: str):
@@ -174,6 +175,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         early_stop=early_stop,
         comparisons=comparisons,
         phase_seconds=clock.seconds,
+        phase_beside=clock.beside,
     )
 
 
@@ -250,10 +252,13 @@ def _run_trials(
     cluster_cpus = ray.cluster_resources().get("CPU", 2)
     max_concurrent = config.max_concurrent
     if max_concurrent is None:
-        # Each trial holds ~1 CPU (trial + Train worker) and needs ~1 more for its data pipeline.
-        max_concurrent = max(1, int(cluster_cpus // 2))
-    # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
-    context = dataclasses.replace(context, eval_workers=max(1, min(4, int(cluster_cpus // max_concurrent))))
+        # One more trial than cores, each on one thread: one-thread trials side by side finish sooner
+        # than two-thread trials one after the other, and with one more than the cores (and the
+        # baselines beside them), no core idles while the last trial ends alone (docs/performance.md).
+        max_concurrent = max(1, int(cluster_cpus)) + 1
+    # A trial's share of the cores: its worker's torch threads, then its evaluation's.
+    context = dataclasses.replace(context, cores_per_trial=max(1, min(4, int(cluster_cpus // max_concurrent))))
+    baselines: BaselinesInProgress | None = None
     try:
         if config.prepare_shards:
             clock.begin("defaults")
@@ -271,10 +276,10 @@ def _run_trials(
             else:
                 say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
-                clock.begin("baselines")
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
-                log_study_baselines(setup, context, say)
+                say("measuring the baselines beside the trials, on one core of this process")
+                baselines = start_study_baselines(setup, context, say)
         clock.begin("trials")
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
         raised = lambda name: _error_in_this_attempt(context, name) is not None  # noqa: E731
@@ -284,6 +289,9 @@ def _run_trials(
         )
         if scheduler is not None:
             _record_stopped_trials(scheduler, trials, context)
+        if baselines is not None:  # the closing lines compare the trials with them
+            baselines.wait()
+            clock.record_beside("baselines", baselines.seconds, beside="trials")
     finally:
         if started_ray:
             ray.shutdown()

@@ -21,6 +21,7 @@ from sweeps.protocol.early_stop_rule import DEFAULT_CHECK_FRACTION, DEFAULT_KEEP
 from sweeps.record.keys import (
     BEST_POINT_TAG,
     BEST_Q_METRIC,
+    BEST_TRIAL_COLUMN,
     BEST_TRIAL_TAG,
     INCOMPLETE_TAG,
     Q_METRIC,
@@ -192,8 +193,10 @@ def _mark_best_trial(run: tracking.TrackedRun, table: pd.DataFrame) -> None:
     points = checkpoint_rows(usable_trials(table)[0])
     run.set_tags({BEST_POINT_TAG: point})
     run.log_metrics({BEST_Q_METRIC: float(points[Q_METRIC].max())}, step=0)
-    for name, run_id in zip(table["trial"].astype(str), table[RUN_ID_COLUMN]):
-        if not (isinstance(run_id, str) and run_id):
+    # Only the runs whose mark changes are written to: the table read their tags already.
+    marked = table[BEST_TRIAL_COLUMN] if BEST_TRIAL_COLUMN in table.columns else pd.Series(None, index=table.index)
+    for name, run_id, has_mark in zip(table["trial"].astype(str), table[RUN_ID_COLUMN], marked):
+        if not (isinstance(run_id, str) and run_id) or (has_mark is not None and bool(has_mark) == (name == trial)):
             continue
         child = tracking.attach_run(run.tracking_uri, run_id)
         if name == trial:

@@ -25,6 +25,7 @@ from pipeline.defaults import ensure_shards
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
 from pipeline.evaluate.scores import quality_q_interval, quality_q_test_interval
+from pipeline.evaluate.task_data import read_checked_tasks
 from pipeline.paths import audioscale_home, shards_dir_for
 from pipeline.pretrain.driver import PretrainConfig, PretrainResult, run_pretraining
 from pipeline.shards.format import read_manifest
@@ -61,6 +62,7 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         steps=spec.train_steps,
         use_gpu=context.gpus_per_trial > 0,
         cpus_per_worker=context.cpus_per_worker,
+        torch_threads=None if context.gpus_per_trial > 0 else context.cores_per_trial,
         run_name=child_run_name(context.study_name, spec.name),
         storage_path=context.storage_path,
         tracking_uri=context.tracking_uri,
@@ -193,8 +195,9 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
     # Every trial of the study reads the same task clips: their model inputs are kept on this node's disk.
     os.environ.setdefault("AUDIOSCALE_INPUT_CACHE_DIR", str(audioscale_home() / "cache" / "task_inputs"))
     if not on_gpu:  # the trial's share of the cores, in this one process (Ray gives it one thread)
-        torch.set_num_threads(max(1, context.eval_workers))
+        torch.set_num_threads(max(1, context.cores_per_trial))
     paths = [path for step, path in pretrained.checkpoints if step in wanted and path != pretrained.checkpoint_dir]
+    tasks = read_checked_tasks(context.tasks_dir)  # once for all the trial's checkpoints
     evaluations = []
     for path in [*paths, pretrained.checkpoint_dir]:
         # A checkpoint in a bucket (--storage-path s3://...) is read from a temporary local copy.
@@ -203,11 +206,12 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
                 evaluate_checkpoint(
                     local,
                     tasks_dir=context.tasks_dir,
+                    checked_tasks=tasks,
                     seeds=context.eval_seeds,
                     probe_training=scene_probe(context.probe),
                     device="cuda" if on_gpu else "cpu",
                     # Several checkpoints: one process keeps the cache; one checkpoint: the trial's cores.
-                    workers=1 if on_gpu or len(paths) > 0 else context.eval_workers,
+                    workers=1 if on_gpu or len(paths) > 0 else context.cores_per_trial,
                 )
             )
     return evaluations

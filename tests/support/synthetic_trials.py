@@ -4,7 +4,7 @@ Ray workers import it by name (`tests.support.synthetic_trials:run_synthetic_tri
 appends the trial name to `<storage_path>/executions.txt`; a file `<storage_path>/crash-<trial>`
 makes that trial raise, as a crashing pretraining would; a file `<storage_path>/die-once-<trial>` makes
 its process exit at once, as on a node that is lost, and is removed so that Tune's rerun succeeds. A file `<storage_path>/hold-seconds`
-makes every trial take that long, and each then appends "name start end eval_workers" to
+makes every trial take that long, and each then appends "name start end cores_per_trial" to
 `<storage_path>/intervals.txt` (for the concurrency test).
 """
 
@@ -37,7 +37,7 @@ def run_synthetic_trial(spec, context, run) -> TrialRecord:
         started = time.time()
         time.sleep(float(hold.read_text()))
         with open(storage / "intervals.txt", "a") as intervals:
-            intervals.write(f"{spec.name} {started} {time.time()} {context.eval_workers}\n")
+            intervals.write(f"{spec.name} {started} {time.time()} {context.cores_per_trial}\n")
     ratio = float(spec.mask_ratio)
     rankme = 40.0 + 400.0 * ratio**2
     q = float(SaturatingLaw().predict(TRUE_Q_OF_R, rankme))

@@ -10,16 +10,21 @@ in every task embedding and in Q.
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
-from pipeline.checkpoint import load_model_from_checkpoint
+from pipeline.checkpoint import load_model_from_checkpoint, read_checkpoint_meta
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
+from pipeline.evaluate.task_jobs import load_embedder
 from pipeline.pretrain.driver import PretrainConfig, run_pretraining
+from pipeline.rankme.model_rankme import RANKME_DECIMALS, TRAINING_RANKME_KEY, measure_pool_rankme
+from pipeline.rankme.pool import select_pool
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.pretrain_testdata import make_tiny_shards
 
@@ -89,3 +94,39 @@ def test_training_rankme_is_measured_with_the_calibrated_readout(frozen_run):
     assert [step for step, _ in result.rankme_history] == [0, 8, STEPS]
     values = [value for _, value in result.rankme_history]
     assert max(values) - min(values) < 1e-5 * max(values), values
+
+
+def test_evaluation_takes_the_r_training_measured_at_that_checkpoint(frozen_run, tasks_dir, tmp_path):
+    result, _, last = frozen_run
+    recorded = read_checkpoint_meta(last)[TRAINING_RANKME_KEY]
+    assert recorded["step"] == STEPS and recorded["readout"] == "calibrated" and recorded["n"] == 32
+    # The value training logged at that step (to RANKME_DECIMALS: what the MLflow UI shows).
+    assert dict(result.rankme_history)[STEPS] == round(recorded["value"], RANKME_DECIMALS)
+    # Measured again here, on the same pool through the same calibrated readout: the same number.
+    embedder, meta = load_embedder(last, "cpu")
+    pool = select_pool(meta["pretrain_config"]["shards_dir"], crop_frames=meta["crop_frames"], n=32)
+    assert pool.fingerprint == recorded["pool"]
+    assert math.isclose(measure_pool_rankme(embedder.model, pool, device="cpu").value, recorded["value"], rel_tol=1e-9)
+    # Evaluation takes the recorded value (a planted one shows it is not measured again) only for the
+    # same readout: read out with the statistics as saved, R is measured.
+    planted = tmp_path / "planted"
+    shutil.copytree(last, planted)
+    meta_file = planted / "model.json"
+    written = json.loads(meta_file.read_text())
+    written[TRAINING_RANKME_KEY]["value"] = 12.5
+    meta_file.write_text(json.dumps(written))
+    assert _evaluate(planted, tasks_dir, "calibrated").rankme == 12.5
+    assert not math.isclose(_evaluate(planted, tasks_dir, "recorded").rankme, 12.5, rel_tol=1e-3)
+
+
+def test_a_checkpoint_between_rankme_steps_records_no_r(ray_local, tmp_path):
+    shards = make_tiny_shards(tmp_path, preset_name="dasheng")
+    config = PretrainConfig(
+        model_name="mae-debug", shards_dir=str(shards), steps=4, global_batch_size=8, micro_batch_size=8,
+        num_workers=1, cpus_per_worker=1, warmup_steps=1, log_every_steps=2, checkpoint_every_steps=4,
+        checkpoint_steps=(2, 4), rankme_every_steps=0, rankme_steps=(1,), rankme_n=32, run_name="between",
+        storage_path=str(tmp_path / "ray_results"), tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", max_failures=0,
+    )  # fmt: skip
+    checkpoints = dict(run_pretraining(config).checkpoints)
+    assert TRAINING_RANKME_KEY not in read_checkpoint_meta(checkpoints[2])  # R was measured at 1, not 2
+    assert read_checkpoint_meta(checkpoints[4])[TRAINING_RANKME_KEY]["step"] == 4  # the last step always

@@ -123,6 +123,7 @@ def test_rankme_is_recorded_over_training(crashed_run):
     steps = [step for step, _ in result.rankme_history]
     assert steps == [0, 6, 12]
     assert all(1.0 <= value <= 16.0 for _, value in result.rankme_history)  # at most N = 16 clips
+    assert all(value == round(value, 2) for _, value in result.rankme_history)  # logged to 2 decimals
 
 
 def test_checkpoint_holds_final_weights_and_encoder_artifact(crashed_run):

@@ -30,3 +30,16 @@ def test_the_line_lists_the_phases_in_run_order_with_the_install(monkeypatch):
     monkeypatch.delenv(INSTALL_SECONDS_ENV)
     assert install_seconds() is None  # started without scripts/main.sh: no install to report
     assert phase_line({"trials": 60.0, "fits": 6.0}) == "time: trials 1.0 min, fits 0.1 min; total 1.1 min"
+
+
+def test_baselines_run_beside_the_trials_are_shown_but_not_added_to_the_total():
+    clock = PhaseClock()
+    clock.begin("trials")
+    clock.end()
+    clock.record_beside("baselines", 234.0, beside="trials")
+    clock.seconds["trials"] = 540.0
+    assert clock.beside == {"baselines": "trials"}
+    assert phase_line({"start-up": 6.0, **clock.seconds, "fits": 36.0}, 204.0, clock.beside) == (
+        "time: install 3.4 min, start-up 0.1 min, baselines 3.9 min beside the trials, trials 9.0 min, "
+        "fits 0.6 min; total 13.1 min"
+    )

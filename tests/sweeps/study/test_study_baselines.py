@@ -3,17 +3,19 @@ trials, paired with the trials' checkpoints; and each trial's own initialisation
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
+import torch
 
 from pipeline.evaluate.baselines import CONTROL, INITIALISATION, NAIVE
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.replicates import write_q_replicates
 from sweeps.record.study import read_study
-from sweeps.study.baselines import log_study_baselines, study_baseline_setup
+from sweeps.study.baselines import log_study_baselines, start_study_baselines, study_baseline_setup
 from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import expand_grids
@@ -59,7 +61,12 @@ def test_baselines_are_child_runs_beside_the_trials_and_pair_with_them(study):
     context, trials = study
     setup = study_baseline_setup(trials[0], context, kinds=(NAIVE, INITIALISATION, CONTROL), control_steps=25)
     said = []
-    records = log_study_baselines(setup, context, said.append)
+    threads = torch.get_num_threads()
+    # Measured in a thread of this process beside the trials, on one torch thread; the count is given back.
+    measuring = start_study_baselines(setup, context, said.append)
+    assert torch.get_num_threads() == 1
+    records = measuring.wait()
+    assert torch.get_num_threads() == threads and measuring.seconds > 0
     assert [r.name for r in records] == [NAIVE, INITIALISATION, CONTROL]
     assert any(line.startswith("baseline control: Q ") for line in said)
     # A trial child run that logged replicates: the report pairs its steps with the baselines.
@@ -101,3 +108,12 @@ def test_baselines_flag_per_profile_and_refusals():
         StudyEvaluation(baselines="naive,random")
     with pytest.raises(ValueError, match="--control-steps must be at least 1"):
         StudyEvaluation(control_steps=0)
+
+
+def test_a_baseline_that_fails_beside_the_trials_raises_in_the_driver_when_waited_for(study, tmp_path):
+    context, trials = study
+    setup = study_baseline_setup(trials[0], context, kinds=(NAIVE,), control_steps=25)
+    gone = dataclasses.replace(setup, tasks_dir=str(tmp_path / "no-tasks-here"))
+    measuring = start_study_baselines(gone, context, lambda line: None)
+    with pytest.raises(Exception, match="no-tasks-here"):
+        measuring.wait()

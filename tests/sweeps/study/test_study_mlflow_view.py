@@ -195,11 +195,14 @@ def test_the_best_point_is_marked_on_the_study_run_and_on_its_trial_only(study):
     # A refit that finds another best moves the mark: one trial holds it.
     from sweeps.study.tracking import _mark_best_trial
 
-    moved = table.assign(q=np.where(table["trial"] == "mask0.50", 0.99, table["q"]), checkpoint_points=None)
+    current = read_study(uri, STUDY).trial_table  # as a refit reads it: the marks as they are now
+    assert current["marked_best"].tolist() == [name == "mask0.90" for name in current["trial"]]
+    moved = current.assign(q=np.where(current["trial"] == "mask0.50", 0.99, current["q"]), checkpoint_points=None)
     _mark_best_trial(tracking.attach_run(uri, parent.run_id), moved)
     marked = {
         child["params"]["trial"]: child["tags"].get(BEST_TRIAL_TAG)
         for child in tracking.list_child_runs(uri, parent.run_id)
     }
     assert [trial for trial, mark in marked.items() if mark] == ["mask0.50"]
-    _mark_best_trial(tracking.attach_run(uri, parent.run_id), table)  # as it was, for the module's other tests
+    # As it was, for the module's other tests.
+    _mark_best_trial(tracking.attach_run(uri, parent.run_id), read_study(uri, STUDY).trial_table)
