@@ -104,10 +104,8 @@ def evaluate_checkpoint(
     `progress` receives one line per finished task (e.g. `print`). `workers` > 1 scores the tasks in that
     many one-thread processes (pipeline.evaluate.task_jobs): the same numbers, sooner on several cores.
     `readout_stats`: how running statistics are read out (pipeline.evaluate.readout_calibration); R and
-    every task are read out the same way. `checked_tasks`: the tasks as `read_checked_tasks(tasks_dir,
-    task_names)` returned them, from a caller that scores several checkpoints and checks the files once."""
+    every task are read out the same way. `checked_tasks`: read_checked_tasks' result, reused by a caller."""
     started = time.perf_counter()
-    # Before the model is read out: a damaged task is named first.
     tasks = checked_tasks if checked_tasks is not None else read_checked_tasks(tasks_dir, task_names)
     _check_lid_probe(lid_probe, probe_training, tasks)
     tick = time.perf_counter()

@@ -157,10 +157,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         )  # fmt: skip
         mean_loss, non_finite = reduce_step_outcome(loss, grad_norm, world_size=place.world_size, device=place.device)
         if non_finite:
-            # Stop everywhere without applying the update; the last checkpoint stays the good one.
-            if tracker is not None:
-                tracker.set_tags({NON_FINITE_TAG: step})
-            return False
+            return _stopped_by_a_non_finite_loss(tracker, step)
         training.optimizer.step()
         training.scheduler.step()
         after_optimizer_step(training.model)
@@ -204,6 +201,13 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         if stop:
             break
     return True
+
+
+def _stopped_by_a_non_finite_loss(tracker: TrackedRun | None, step: int) -> bool:
+    """Stop everywhere without applying the update (the last checkpoint stays the good one); False."""
+    if tracker is not None:
+        tracker.set_tags({NON_FINITE_TAG: step})
+    return False
 
 
 def _is_log_step(config, step: int, rankme: RankMeSchedule, validation) -> bool:

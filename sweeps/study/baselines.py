@@ -6,11 +6,13 @@ normalisation of that trial's shards), reuses results cached in the home's cache
 the task folder's fingerprint and the probe), and writes one child run per baseline
 (sweeps.record.baseline) that the report compares the trials with.
 
-`start_study_baselines` measures them in a thread of the driver while Tune runs the trials: the
+`BaselinesInProgress` measures them in a thread of the driver while Tune runs the trials: the
 positive control trains for minutes on one core, which the trials would otherwise wait for. The
-driver process then computes on one torch thread (torch's thread count is per process), and the
-core it uses is not one of Ray's logical CPUs: on the default 2-core study it shares the cores
-with the trials for the control's few minutes, which costs less than running it first.
+driver starts it once the last trial has started, so it takes the core the trials no longer fill
+(the last trial of 5 on 2 cores runs alone); started with the first trials instead, it shared the
+cores three ways and the study took 1.9 min longer (docs/performance.md). The driver process
+computes on one torch thread meanwhile (torch's thread count is per process, and one thread keeps
+the control's numbers the same from run to run); the core it uses is not one of Ray's logical CPUs.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ def log_study_baselines(
 
 
 class BaselinesInProgress:
-    """Baselines being measured in a driver thread (`start_study_baselines`); `wait` returns their
-    records once done, or raises what the measurement raised."""
+    """The baselines, measured in a driver thread from `start()`; `wait()` returns their records once
+    done, or raises what the measurement raised."""
 
     def __init__(self, setup: BaselineSetup, context: StudyContext, say: Callable[[str], None]) -> None:
         self._records: list[BaselineRecord] = []
@@ -109,20 +111,17 @@ class BaselinesInProgress:
             self.seconds = time.monotonic() - started
 
     def start(self) -> BaselinesInProgress:
-        torch.set_num_threads(1)  # one core: the trials have the rest
-        self._thread.start()
+        """Start measuring (once: a second call does nothing)."""
+        if not self._thread.ident:  # never started
+            torch.set_num_threads(1)  # one core: the trials have the rest
+            self._thread.start()
         return self
 
     def wait(self) -> list[BaselineRecord]:
+        """Their records, once measured (started now if it was not yet)."""
+        self.start()
         self._thread.join()
         torch.set_num_threads(self._threads_before)  # the fits after them have the driver's cores back
         if self._error is not None:
             raise self._error
         return self._records
-
-
-def start_study_baselines(
-    setup: BaselineSetup, context: StudyContext, say: Callable[[str], None]
-) -> BaselinesInProgress:
-    """Measure and log the baselines in a thread beside the trials; `.wait()` for their records."""
-    return BaselinesInProgress(setup, context, say).start()

@@ -134,9 +134,9 @@ class StudyConfig:
 
     # How the trials run.
     gpus_per_trial: float = flag("--gpus-per-trial", 0.0, "GPUs of each trial's Train worker (0: CPU training)")
-    cpus_per_trial: float = flag("--cpus-per-trial", 0.25, "for the trial driver process itself")
+    cpus_per_trial: float = flag("--cpus-per-trial", 0.5, "for the trial driver process itself")
     max_concurrent: int | None = flag(
-        "--max-concurrent", None, "trials at once (default: the cluster's CPUs + 1, as resources allow)"
+        "--max-concurrent", None, "trials at once (default: one per CPU of the cluster, as resources allow)"
     )
     address: str | None = flag("--address", None, "Ray cluster address (default: start a local Ray)")
     runner: str = filled_by_program(REAL_TRIAL_RUNNER)  # "module:function" taking (TrialSpec, StudyContext, child run)

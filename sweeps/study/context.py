@@ -17,10 +17,10 @@ class StudyContext:
     shards_root: str
     tasks_dir: str
     gpus_per_trial: float = 0.0
-    # The Train worker's logical CPUs. With the trial function's share (--cpus-per-trial, 0.25), one
-    # trial holds half a CPU of Ray's, so the driver's default concurrency (cores + 1) fits; its torch
-    # threads are `cores_per_trial` (below).
-    cpus_per_worker: float = 0.25
+    # The Train worker's logical CPUs. With the trial function's share (--cpus-per-trial, 0.5), one
+    # trial holds 1 CPU of Ray's, so the driver's default concurrency (one trial per CPU) fits; its
+    # torch threads are `cores_per_trial` (below).
+    cpus_per_worker: float = 0.5
     global_batch_size: int = 32  # the study's --batch-size (sweeps.study.config.StudyPretraining)
     eval_seeds: int = 3
     # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): the study's

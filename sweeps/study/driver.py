@@ -36,7 +36,7 @@ from sweeps.record.study import StudySettings, read_study, read_study_settings
 from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopped_early
 from sweeps.report.comparisons import Comparisons
 from sweeps.report.fits import StudyFits
-from sweeps.study.baselines import BaselinesInProgress, start_study_baselines, study_baseline_setup
+from sweeps.study.baselines import BaselinesInProgress, study_baseline_setup
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import (
@@ -250,12 +250,7 @@ def _run_trials(
     )
     started_ray = connect_ray(config.address)
     cluster_cpus = ray.cluster_resources().get("CPU", 2)
-    max_concurrent = config.max_concurrent
-    if max_concurrent is None:
-        # One more trial than cores, each on one thread: one-thread trials side by side finish sooner
-        # than two-thread trials one after the other, and with one more than the cores (and the
-        # baselines beside them), no core idles while the last trial ends alone (docs/performance.md).
-        max_concurrent = max(1, int(cluster_cpus)) + 1
+    max_concurrent = _trials_at_once(config, context, cluster_cpus)
     # A trial's share of the cores: its worker's torch threads, then its evaluation's.
     context = dataclasses.replace(context, cores_per_trial=max(1, min(4, int(cluster_cpus // max_concurrent))))
     baselines: BaselinesInProgress | None = None
@@ -278,14 +273,16 @@ def _run_trials(
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
-                say("measuring the baselines beside the trials, on one core of this process")
-                baselines = start_study_baselines(setup, context, say)
+                baselines = BaselinesInProgress(setup, context, say)
         clock.begin("trials")
         say(f"running {len(trials)} trial(s), up to {max_concurrent} at a time on {cluster_cpus:g} CPUs")
         raised = lambda name: _error_in_this_attempt(context, name) is not None  # noqa: E731
-        progress = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent, raised=raised)]
+        callbacks = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent, raised=raised)]
+        if baselines is not None:
+            say("the baselines are measured beside the last trials, on one core of this process")
+            callbacks.append(_StartOnceEveryTrialStarted(len(trials), baselines.start))
         failed = _fan_out(
-            trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler, callbacks=progress
+            trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler, callbacks=callbacks
         )
         if scheduler is not None:
             _record_stopped_trials(scheduler, trials, context)
@@ -296,6 +293,26 @@ def _run_trials(
         if started_ray:
             ray.shutdown()
     return failed
+
+
+def _trials_at_once(config: StudyConfig, context: StudyContext, cluster_cpus: float) -> int:
+    """--max-concurrent, else one trial per core (one thread each): sooner than two-thread trials in turn,
+    as fast as one more than the cores and lighter on memory (docs/performance.md)."""
+    if config.max_concurrent is not None:
+        return config.max_concurrent
+    return max(1, int(cluster_cpus // (config.cpus_per_trial + context.cpus_per_worker)))
+
+
+class _StartOnceEveryTrialStarted(tune.Callback):
+    """Calls `start` once the last of `n_trials` trials has started (sweeps.study.baselines says why)."""
+
+    def __init__(self, n_trials: int, start) -> None:
+        self.n_trials, self.start, self.started = n_trials, start, set()
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self.started.add(trial.trial_id)
+        if len(self.started) >= self.n_trials:
+            self.start()
 
 
 def _summarize_early_stop(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from pipeline.tracking import runs as tracking
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.replicates import write_q_replicates
 from sweeps.record.study import read_study
-from sweeps.study.baselines import log_study_baselines, start_study_baselines, study_baseline_setup
+from sweeps.study.baselines import BaselinesInProgress, log_study_baselines, study_baseline_setup
 from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import expand_grids
@@ -63,7 +64,7 @@ def test_baselines_are_child_runs_beside_the_trials_and_pair_with_them(study):
     said = []
     threads = torch.get_num_threads()
     # Measured in a thread of this process beside the trials, on one torch thread; the count is given back.
-    measuring = start_study_baselines(setup, context, said.append)
+    measuring = BaselinesInProgress(setup, context, said.append).start()
     assert torch.get_num_threads() == 1
     records = measuring.wait()
     assert torch.get_num_threads() == threads and measuring.seconds > 0
@@ -114,6 +115,18 @@ def test_a_baseline_that_fails_beside_the_trials_raises_in_the_driver_when_waite
     context, trials = study
     setup = study_baseline_setup(trials[0], context, kinds=(NAIVE,), control_steps=25)
     gone = dataclasses.replace(setup, tasks_dir=str(tmp_path / "no-tasks-here"))
-    measuring = start_study_baselines(gone, context, lambda line: None)
+    measuring = BaselinesInProgress(gone, context, lambda line: None).start()
     with pytest.raises(Exception, match="no-tasks-here"):
         measuring.wait()
+
+
+def test_the_driver_starts_the_baselines_once_the_last_trial_has_started():
+    from sweeps.study.driver import _StartOnceEveryTrialStarted
+
+    calls = []
+    starter = _StartOnceEveryTrialStarted(3, lambda: calls.append("start"))
+    for trial_id in ["a", "b", "a"]:  # "a" again: Tune's rerun of a trial whose process was lost
+        starter.on_trial_start(0, [], SimpleNamespace(trial_id=trial_id))
+    assert calls == []  # two of three trials started: the cores are still full
+    starter.on_trial_start(0, [], SimpleNamespace(trial_id="c"))
+    assert calls == ["start"]
