@@ -33,6 +33,7 @@ RAY_MODULES = {
     "sweeps.study.trial",
     "sweeps.study.early_stop",
     "sweeps.study.progress",  # a Ray Tune callback
+    "sweeps.study.beside_trials",  # a Ray Tune callback
 }
 # tracking.py owns runs; its two neighbours add system metrics and the dataset input to them.
 MLFLOW_MODULES = {"pipeline.tracking.runs", "pipeline.tracking.system_metrics", "pipeline.tracking.dataset"}

@@ -37,6 +37,7 @@ from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopp
 from sweeps.report.comparisons import Comparisons
 from sweeps.report.fits import StudyFits
 from sweeps.study.baselines import BaselinesInProgress, study_baseline_setup
+from sweeps.study.beside_trials import StartOnceEveryTrialStarted
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import (
@@ -280,7 +281,7 @@ def _run_trials(
         callbacks = [] if config.quiet else [StudyProgress(len(trials), max_concurrent=max_concurrent, raised=raised)]
         if baselines is not None:
             say("the baselines are measured beside the last trials, on one core of this process")
-            callbacks.append(_StartOnceEveryTrialStarted(len(trials), baselines.start))
+            callbacks.append(StartOnceEveryTrialStarted(len(trials), baselines.start))
         failed = _fan_out(
             trials, context, config, max_concurrent=max_concurrent, scheduler=scheduler, callbacks=callbacks
         )
@@ -301,18 +302,6 @@ def _trials_at_once(config: StudyConfig, context: StudyContext, cluster_cpus: fl
     if config.max_concurrent is not None:
         return config.max_concurrent
     return max(1, int(cluster_cpus // (config.cpus_per_trial + context.cpus_per_worker)))
-
-
-class _StartOnceEveryTrialStarted(tune.Callback):
-    """Calls `start` once the last of `n_trials` trials has started (sweeps.study.baselines says why)."""
-
-    def __init__(self, n_trials: int, start) -> None:
-        self.n_trials, self.start, self.started = n_trials, start, set()
-
-    def on_trial_start(self, iteration, trials, trial, **info) -> None:
-        self.started.add(trial.trial_id)
-        if len(self.started) >= self.n_trials:
-            self.start()
 
 
 def _summarize_early_stop(

@@ -121,12 +121,25 @@ def test_a_baseline_that_fails_beside_the_trials_raises_in_the_driver_when_waite
 
 
 def test_the_driver_starts_the_baselines_once_the_last_trial_has_started():
-    from sweeps.study.driver import _StartOnceEveryTrialStarted
+    from sweeps.study.beside_trials import StartOnceEveryTrialStarted
 
     calls = []
-    starter = _StartOnceEveryTrialStarted(3, lambda: calls.append("start"))
+    starter = StartOnceEveryTrialStarted(3, lambda: calls.append("start"))
     for trial_id in ["a", "b", "a"]:  # "a" again: Tune's rerun of a trial whose process was lost
         starter.on_trial_start(0, [], SimpleNamespace(trial_id=trial_id))
     assert calls == []  # two of three trials started: the cores are still full
     starter.on_trial_start(0, [], SimpleNamespace(trial_id="c"))
     assert calls == ["start"]
+
+
+def test_the_callback_that_starts_them_survives_tunes_pickling(study):
+    from ray import cloudpickle
+
+    from sweeps.study.beside_trials import StartOnceEveryTrialStarted
+
+    context, trials = study
+    setup = study_baseline_setup(trials[0], context, kinds=(NAIVE,), control_steps=25)
+    starter = StartOnceEveryTrialStarted(1, BaselinesInProgress(setup, context, lambda line: None).start)
+    restored = cloudpickle.loads(cloudpickle.dumps(starter))  # what Tune does with its callbacks
+    restored.on_trial_start(0, [], SimpleNamespace(trial_id="a"))  # a restored copy starts nothing
+    assert restored.start is None and restored.started == {"a"}
