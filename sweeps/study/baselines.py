@@ -9,10 +9,11 @@ the task folder's fingerprint and the probe), and writes one child run per basel
 `BaselinesInProgress` measures them in a thread of the driver while Tune runs the trials: the
 positive control trains for minutes on one core, which the trials would otherwise wait for. The
 driver starts it once the last trial has started, so it takes the core the trials no longer fill
-(the last trial of 5 on 2 cores runs alone); started with the first trials instead, it shared the
-cores three ways and the study took 1.9 min longer (docs/performance.md). The driver process
-computes on one torch thread meanwhile (torch's thread count is per process, and one thread keeps
-the control's numbers the same from run to run); the core it uses is not one of Ray's logical CPUs.
+(the last trial of 5 on 2 cores runs alone). Started with the first trials, it took the study as
+long (trials and baselines 10.6 against 10.7 min) but held the first two trials' results back from
+2m50s to 5m18s, as three shared two cores (docs/performance.md). The driver computes on one torch
+thread meanwhile (the count is per process, and one thread keeps the control's numbers the same
+from run to run); the core it uses is not one of Ray's logical CPUs.
 """
 
 from __future__ import annotations
