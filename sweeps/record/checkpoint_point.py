@@ -33,7 +33,8 @@ History = dict[str, list[tuple[int, float]]]  # a run's metric histories, as tra
 Q_DECIMALS = 4
 
 
-def _rounded(value: float, decimals: int) -> float:
+def rounded_metric(value: float, decimals: int) -> float:
+    """`value` to `decimals` decimals, as a metric is logged (NaN and inf as they are)."""
     return round(float(value), decimals) if math.isfinite(value) else value
 
 
@@ -47,14 +48,16 @@ class CheckpointPoint:
     def metrics(self, *, with_rankme: bool = True) -> dict[str, float]:
         """The point's MLflow metrics, rounded (Q_DECIMALS, RANKME_DECIMALS); the interval only where
         both bounds exist (none is a NaN metric)."""
-        scores = {f"{TASK_SCORE_PREFIX}{task}": _rounded(score, Q_DECIMALS) for task, score in self.task_scores.items()}
+        scores = {
+            f"{TASK_SCORE_PREFIX}{task}": rounded_metric(score, Q_DECIMALS) for task, score in self.task_scores.items()
+        }
         interval = (
-            {key: _rounded(bound, Q_DECIMALS) for key, bound in zip(Q_INTERVAL_KEYS, self.q_ci)}
+            {key: rounded_metric(bound, Q_DECIMALS) for key, bound in zip(Q_INTERVAL_KEYS, self.q_ci)}
             if all(map(math.isfinite, self.q_ci))
             else {}
         )
-        rankme = {RANKME_METRIC: _rounded(self.rankme, RANKME_DECIMALS)} if with_rankme else {}
-        return {Q_METRIC: _rounded(self.q, Q_DECIMALS), **rankme, **scores, **interval}
+        rankme = {RANKME_METRIC: rounded_metric(self.rankme, RANKME_DECIMALS)} if with_rankme else {}
+        return {Q_METRIC: rounded_metric(self.q, Q_DECIMALS), **rankme, **scores, **interval}
 
     def write(self, run: tracking.TrackedRun, step: int, *, with_rankme: bool = True) -> None:
         run.log_metrics(self.metrics(with_rankme=with_rankme), step=step)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pipeline.tracking import runs as tracking
 from sweeps.record import keys
+from sweeps.record.checkpoint_point import Q_DECIMALS, RANKME_DECIMALS, rounded_metric
 
 RunDict = dict[str, Any]
 TABLE_COLUMNS = ["name", keys.RANKME_METRIC, keys.Q_METRIC, "hear_module", "model_file_sha256",
@@ -53,9 +54,14 @@ class ExternalPoint:
             "model_file_sha256": self.model_file_sha256, keys.RANKME_N_KEY: self.rankme_n,
             keys.RANKME_POOL_KEY: self.rankme_pool,
         })  # fmt: skip
-        scores = {f"{keys.TASK_SCORE_PREFIX}{task}": score for task, score in self.task_scores.items()}
-        run.log_metrics({**(extra_metrics or {}), keys.RANKME_METRIC: self.rankme, keys.Q_METRIC: self.q,
-                         keys.EVAL_RANKME_N_METRIC: self.rankme_n, **scores}, step=0)  # fmt: skip
+        # Rounded as a trial's points are (sweeps.record.checkpoint_point): the UI shows what is stored.
+        scores = {
+            f"{keys.TASK_SCORE_PREFIX}{task}": rounded_metric(score, Q_DECIMALS)
+            for task, score in self.task_scores.items()
+        }
+        run.log_metrics({**(extra_metrics or {}), keys.RANKME_METRIC: rounded_metric(self.rankme, RANKME_DECIMALS),
+                         keys.Q_METRIC: rounded_metric(self.q, Q_DECIMALS), keys.EVAL_RANKME_N_METRIC: self.rankme_n,
+                         **scores}, step=0)  # fmt: skip
 
     @classmethod
     def from_run(cls, run: RunDict) -> ExternalPoint:
