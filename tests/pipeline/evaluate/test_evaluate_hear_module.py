@@ -172,11 +172,12 @@ def test_cli_logs_a_third_party_module_as_an_external_child_of_the_study(logged_
     audio = torch.from_numpy(np.stack(pool_crops_by_hand(pool, audio_dir, 32_000)))
     direct = rankme(toy_hear_module.get_scene_embeddings(audio, model))
     logged_r, logged_q = run["metrics"]["rankme"][-1][1], run["metrics"]["q"][-1][1]
-    assert logged_r == pytest.approx(direct, rel=1e-5)
+    assert logged_r == round(direct, 2)  # logged as a trial's R is, to RANKME_DECIMALS
     assert 1.0 <= logged_r <= toy_hear_module.EMBEDDING_SIZE
     assert 0.0 <= logged_q <= 1.0
+    # Q and the task scores are logged to 4 decimals: their mean agrees with Q to that rounding.
     assert logged_q == pytest.approx(
-        np.mean([run["metrics"]["score/tones"][-1][1], run["metrics"]["score/mixtures"][-1][1]])
+        np.mean([run["metrics"]["score/tones"][-1][1], run["metrics"]["score/mixtures"][-1][1]]), abs=1e-4
     )
 
 
