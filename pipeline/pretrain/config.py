@@ -124,11 +124,6 @@ class PretrainConfig:
     cpus_per_worker: float | None = flag(
         "--cpus-per-worker", None, "default: the cluster's CPUs shared out, one left to the data pipeline"
     )
-    # Ray pins OMP_NUM_THREADS to a worker's whole CPUs (1 for a fraction); a study trial running alone
-    # gives its worker the trial's share of the cores, which its 0.5 logical CPUs do not say.
-    torch_threads: int | None = flag(
-        "--torch-threads", None, "torch intra-op threads per worker (default: its whole CPUs, at least 1)"
-    )
     placement_strategy: str = flag(
         "--spread", "PACK", "place workers on different nodes (placement strategy SPREAD)",
         action="store_true", to_field=_placement_from_spread,
@@ -231,8 +226,6 @@ class PretrainConfig:
         }  # fmt: skip
         if self.warmup_steps is not None:
             at_least["warmup_steps"] = 0
-        if self.torch_threads is not None:
-            at_least["torch_threads"] = 1
         for name, lowest in at_least.items():
             if getattr(self, name) < lowest:
                 raise ValueError(f"{_flag(name)} must be at least {lowest}, got {getattr(self, name)}")

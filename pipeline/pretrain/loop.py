@@ -64,7 +64,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
 
 def train_on_worker(config: PretrainConfig, context: Any) -> None:
     """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
-    torch.set_num_threads(config.torch_threads or max(1, int(config.cpus_per_worker or 1)))
+    torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
     place = WorkerPlace(
         rank=context.get_world_rank(), world_size=context.get_world_size(), device=ray.train.torch.get_device(),
         node_id=ray.get_runtime_context().get_node_id(),

@@ -9,14 +9,13 @@ Duration; its Q replicates (sweeps.record.replicates) pair it with every checkpo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.evaluate.baselines import BaselineScore
 from pipeline.tracking import runs as tracking
 from sweeps.record import keys
-from sweeps.record.checkpoint_point import Q_DECIMALS
+from sweeps.record.checkpoint_point import Q_DECIMALS, rounded_metric
 from sweeps.record.replicates import read_q_replicates, write_q_replicates
 
 RunDict = dict[str, Any]
@@ -44,9 +43,9 @@ class BaselineRecord:
         run.log_params({"baseline": self.name, "description": self.description})
         prefix = keys.BASELINE_METRIC_PREFIX
         # Rounded as a trial's point is (sweeps.record.checkpoint_point): one precision in one table.
-        scores = {f"{prefix}{keys.TASK_SCORE_PREFIX}{task}": round(score, Q_DECIMALS)
+        scores = {f"{prefix}{keys.TASK_SCORE_PREFIX}{task}": rounded_metric(score, Q_DECIMALS)
                   for task, score in self.task_scores.items()}  # fmt: skip
-        q = round(self.q, Q_DECIMALS) if math.isfinite(self.q) else self.q
+        q = rounded_metric(self.q, Q_DECIMALS)
         run.log_metrics({f"{prefix}{keys.Q_METRIC}": q, "seconds": self.seconds, **scores}, step=0)
         write_q_replicates(run, {0: replicates})
 

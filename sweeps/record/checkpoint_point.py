@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pipeline.rankme.model_rankme import RANKME_DECIMALS
+from pipeline.rankme.model_rankme import logged_rankme
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import (
     LEGACY_EVAL_RANKME_METRIC,
@@ -56,7 +56,7 @@ class CheckpointPoint:
             if all(map(math.isfinite, self.q_ci))
             else {}
         )
-        rankme = {RANKME_METRIC: rounded_metric(self.rankme, RANKME_DECIMALS)} if with_rankme else {}
+        rankme = {RANKME_METRIC: logged_rankme(self.rankme)} if with_rankme else {}
         return {Q_METRIC: rounded_metric(self.q, Q_DECIMALS), **rankme, **scores, **interval}
 
     def write(self, run: tracking.TrackedRun, step: int, *, with_rankme: bool = True) -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.rankme.model_rankme import logged_rankme
 from pipeline.tracking import runs as tracking
 from sweeps.record import keys
-from sweeps.record.checkpoint_point import Q_DECIMALS, RANKME_DECIMALS, rounded_metric
+from sweeps.record.checkpoint_point import Q_DECIMALS, rounded_metric
 
 RunDict = dict[str, Any]
 TABLE_COLUMNS = ["name", keys.RANKME_METRIC, keys.Q_METRIC, "hear_module", "model_file_sha256",
@@ -59,7 +60,7 @@ class ExternalPoint:
             f"{keys.TASK_SCORE_PREFIX}{task}": rounded_metric(score, Q_DECIMALS)
             for task, score in self.task_scores.items()
         }
-        run.log_metrics({**(extra_metrics or {}), keys.RANKME_METRIC: rounded_metric(self.rankme, RANKME_DECIMALS),
+        run.log_metrics({**(extra_metrics or {}), keys.RANKME_METRIC: logged_rankme(self.rankme),
                          keys.Q_METRIC: rounded_metric(self.q, Q_DECIMALS), keys.EVAL_RANKME_N_METRIC: self.rankme_n,
                          **scores}, step=0)  # fmt: skip
 

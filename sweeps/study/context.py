@@ -17,18 +17,16 @@ class StudyContext:
     shards_root: str
     tasks_dir: str
     gpus_per_trial: float = 0.0
-    # The Train worker's logical CPUs. With the trial function's share (--cpus-per-trial, 0.5), one
-    # trial holds 1 CPU of Ray's, so the driver's default concurrency (one trial per CPU) fits; its
-    # torch threads are `cores_per_trial` (below).
+    # The Train worker's logical CPUs (it trains on one torch thread). With the trial function's share
+    # (--cpus-per-trial, 0.5), one trial holds 1 CPU of Ray's: the default concurrency, one trial per CPU.
     cpus_per_worker: float = 0.5
     global_batch_size: int = 32  # the study's --batch-size (sweeps.study.config.StudyPretraining)
     eval_seeds: int = 3
     # The scene probe that scores each trial (pipeline.evaluate.probes.scene.scene_probe): the study's
     # --probe, else its profile recipe's (sweeps.protocol.recipe: "appc" for paper, "knn" for cpu_default).
     probe: str = "hear"
-    # The trial's share of the cluster's cores (cores / concurrent trials, at most 4): its Train worker's
-    # torch threads on CPU (its logical CPUs would give it one while the rest idle), then the threads
-    # or processes that score its checkpoints (pipeline.evaluate.task_jobs).
+    # The trial's share of the cluster's cores once its pretraining has ended (cores / concurrent trials,
+    # at most 4): the threads or processes that score its checkpoints (pipeline.evaluate.task_jobs).
     cores_per_trial: int = 1
     # The grid profile, whose training recipe (sweeps.protocol.recipe) every trial's pretraining uses.
     profile: str = "cpu_default"

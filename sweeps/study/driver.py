@@ -252,7 +252,7 @@ def _run_trials(
     started_ray = connect_ray(config.address)
     cluster_cpus = ray.cluster_resources().get("CPU", 2)
     max_concurrent = _trials_at_once(config, context, cluster_cpus)
-    # A trial's share of the cores: its worker's torch threads, then its evaluation's.
+    # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
     context = dataclasses.replace(context, cores_per_trial=max(1, min(4, int(cluster_cpus // max_concurrent))))
     baselines: BaselinesInProgress | None = None
     try:

@@ -62,7 +62,6 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
         steps=spec.train_steps,
         use_gpu=context.gpus_per_trial > 0,
         cpus_per_worker=context.cpus_per_worker,
-        torch_threads=None if context.gpus_per_trial > 0 else context.cores_per_trial,
         run_name=child_run_name(context.study_name, spec.name),
         storage_path=context.storage_path,
         tracking_uri=context.tracking_uri,
