@@ -1,7 +1,7 @@
 """How often the advisor's 95% intervals hold the true compute-optimal point (100 seeded synthetic studies).
 
 Each study: 5 sizes (1e5-1e7 parameters) x 5 data volumes (1-100 h) x 2 training seeds, Q from a known
-Q(N, D) (tests/support/synthetic_allocation.py) plus noise of SD 0.003, training FLOPs per sample
+Q(N, D) (sweeps/laws/known_law_study.py) plus noise of SD 0.003, training FLOPs per sample
 6 N x 250, each clip seen once. The budget is 3x the largest trial; the true optimum comes from the
 true law along the same iso-compute curve. `sweeps.report.advice.advise` fits each study as a real
 one (configurations as the bootstrap unit) and the benchmark counts how often N_opt, D_opt and Q_opt
@@ -26,8 +26,8 @@ from law_interval_coverage import wilson_interval  # noqa: E402
 
 from sweeps.laws.allocation import FlopsPerSample, quality_optimum  # noqa: E402
 from sweeps.laws.forms import JointLaw  # noqa: E402
+from sweeps.laws.known_law_study import TRUE_LAW, synthetic_study  # noqa: E402
 from sweeps.report.advice import advise  # noqa: E402
-from tests.support.synthetic_allocation import TRUE_LAW, synthetic_study  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ Floors, bottom to top (docs/architecture.md):
 
 from __future__ import annotations
 
-from tests.test_import_graph import import_graph, imported_names, module_files
+from tests.test_import_graph import REPO_ROOT, import_graph, imported_names, module_files
 
 PACKAGE_FLOORS = {"models": 0, "pipeline": 1, "sweeps": 2}
 SWEEPS_FLOORS = {"protocol": 0, "record": 1, "laws": 2, "report": 3, "study": 4}
@@ -80,3 +80,67 @@ def test_the_product_never_imports_the_cluster_rehearsal():
         if name == "cluster" or name.startswith("cluster.")
     ]
     assert offenders == []
+
+
+def _top_level_imports(folder: str) -> set[str]:
+    """`file -> package` for every import of a project folder outside the product (tests, benchmarks)."""
+    root = REPO_ROOT / folder
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+        found.update(f"{path.relative_to(REPO_ROOT)} -> {name}" for name in imported_names(module, path))
+    return found
+
+
+# The tests whose subject is a benchmark script: they may import it (and only they).
+BENCHMARK_TESTS = {
+    "tests/test_gpu_acceptance.py": "benchmarks.gpu_acceptance and its benchmarks.acceptance parts",
+    "tests/sweeps/study/test_study_driver_scale.py": "benchmarks.bench_study_driver_scale",
+}
+
+
+def crossing_arrows(arrows: list[tuple[str, str]]) -> list[str]:
+    """The (file, imported name) pairs where tests import a benchmark they do not test, or a
+    benchmark imports tests."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, target in arrows
+        if (source.startswith("tests/") and source not in BENCHMARK_TESTS and target.split(".")[0] == "benchmarks")
+        or (source.startswith("benchmarks/") and target.split(".")[0] == "tests")
+    )
+
+
+def test_tests_and_benchmarks_never_import_each_other():
+    # Both stand on the product: what they share (the training core, a study with a known law) lives
+    # in it, so a benchmark never runs test scaffolding and a product test never rests on a benchmark.
+    arrows = [tuple(arrow.split(" -> ")) for arrow in _top_level_imports("tests") | _top_level_imports("benchmarks")]
+    assert crossing_arrows(arrows) == []
+    # The check sees both directions (the two arrows the training core and known_law_study replaced)
+    # and lets a benchmark's own test import it.
+    planted = [
+        ("tests/support/pretrain_steps.py", "benchmarks.acceptance.training"),
+        ("benchmarks/advise_coverage.py", "tests.support.synthetic_allocation"),
+        ("tests/test_gpu_acceptance.py", "benchmarks.gpu_acceptance"),
+    ]
+    assert crossing_arrows(planted) == [
+        "benchmarks/advise_coverage.py -> tests.support.synthetic_allocation",
+        "tests/support/pretrain_steps.py -> benchmarks.acceptance.training",
+    ]
+
+
+def test_the_training_core_runs_without_ray():
+    # The acceptance script runs it on a GPU machine without Ray; the Ray Train worker wraps it.
+    graph = import_graph(module_files())
+    seen, stack = set(), ["pipeline.pretrain.training_core"]
+    while stack:
+        module = stack.pop()
+        if module not in seen:
+            seen.add(module)
+            stack.extend(graph.get(module, ()))
+    ray_users = sorted(
+        module
+        for module in seen
+        for name in imported_names(module, module_files()[module])
+        if name.split(".")[0] == "ray"
+    )
+    assert ray_users == []

@@ -1,7 +1,7 @@
-"""The pretraining worker's step outside Ray: what `pipeline.pretrain.worker_setup.build_training`
-builds (seeded model on the device, unused parameters frozen, AdamW and its schedule, optionally
-compiled) and what the worker loop runs per step (`forward_backward`, `optimizer.step`,
-`scheduler.step`, the loss read back, which waits for the GPU as the loop's cross-rank check does).
+"""The acceptance run's training: the Ray-free core of every pretraining run
+(`pipeline.pretrain.training_core`: the seeded model, unused parameters frozen, AdamW and its
+schedule, `take_step`), built from a few knobs and stepped on fixed or streamed batches. The loss
+read back waits for the GPU, as the worker loop's cross-rank check does.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-import models
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.optim import build_optimizer, build_scheduler
-from pipeline.pretrain.step import forward_backward, freeze_parameters_without_gradients, seed_step
+from pipeline.pretrain.training_core import TrainingState, build_training_state, take_step
 
 # Far above a small batch's scaled lr, so a few steps move the weights and the loss visibly.
 CHECK_PEAK_LR = 1e-3
@@ -25,11 +23,12 @@ CHECK_PEAK_LR = 1e-3
 @dataclasses.dataclass
 class Training:
     config: PretrainConfig
-    model: nn.Module  # the bare model
-    train_model: nn.Module  # the model, or its compiled wrapper
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
+    state: TrainingState
     device: torch.device
+
+    @property
+    def model(self) -> nn.Module:  # the bare model
+        return self.state.model
 
 
 def build(
@@ -45,24 +44,20 @@ def build(
     peak_lr: float | None = CHECK_PEAK_LR,
     overrides: dict | None = None,
 ) -> Training:
-    """A seeded model and optimizer as the worker builds them; `precision` None is the product's default.
-    `compile_backend` "inductor" is what `--compile` runs; "eager" captures the same graphs with dynamo
-    and runs them eagerly (the CPU mode's quick stand-in; inductor on a CPU takes ~35 s per model, and
+    """A seeded model and optimizer as a run builds them (plain AdamW, so GPUs with and without
+    bitsandbytes compare alike); `precision` None is the product's default. `compile_backend`
+    "inductor" is what `--compile` runs; "eager" captures the same graphs with dynamo and runs them
+    eagerly (the CPU mode's quick stand-in; inductor on a CPU takes ~35 s per model, and
     tests/pipeline/pretrain/test_pretrain_gpu_paths.py compiles with it)."""
-    overrides = dict(overrides or {})
     config = PretrainConfig(
-        model_name=model_name, model_overrides=overrides, global_batch_size=global_batch,
-        micro_batch_size=micro_batch, steps=steps, warmup_steps=1, precision=precision,
+        model_name=model_name, model_overrides=dict(overrides or {}), global_batch_size=global_batch,
+        micro_batch_size=micro_batch, steps=steps, warmup_steps=1, precision=precision, peak_lr=peak_lr,
+        optimizer="adamw",
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = models.build_model(model_name, **overrides).to(device)
-    freeze_parameters_without_gradients(model, crop_frames=model.spec.crop_frames, device=device)
-    optimizer = build_optimizer(model, base_lr=config.base_lr, global_batch_size=global_batch, peak_lr=peak_lr,
-                                fused=fused_adamw)  # fmt: skip
-    scheduler = build_scheduler(optimizer, warmup_steps=1, total_steps=steps)
-    train_model = torch.compile(model, backend=compile_backend) if compile_backend else model
-    return Training(config=config, model=model, train_model=train_model, optimizer=optimizer,
-                    scheduler=scheduler, device=device)  # fmt: skip
+    state = build_training_state(config, device, fused_adamw=fused_adamw)
+    if compile_backend:
+        state = dataclasses.replace(state, train_model=torch.compile(state.model, backend=compile_backend))
+    return Training(config=config, state=state, device=device)
 
 
 def random_log_mel(model: nn.Module, batch: int, device: torch.device, *, seed: int = 1) -> torch.Tensor:
@@ -76,15 +71,13 @@ def repeated(batch: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 def step(training: Training, micro_batches: Iterator[torch.Tensor], step_number: int) -> float:
-    """One optimizer step (all its micro-batches); returns the mean loss (waits for the device)."""
-    seed_step(0, rank=0, step=step_number)  # the masks: equal across settings compared step by step
-    loss, _grad_norm = forward_backward(
-        training.train_model, micro_batches, config=training.config, step=step_number, device=training.device,
-        rank=0, node_id="acceptance",
+    """One optimizer step (all its micro-batches); returns the mean loss (waits for the device). The
+    masks are a function of the step, equal across settings compared step by step."""
+    outcome = take_step(
+        training.state, micro_batches, config=training.config, step=step_number, device=training.device,
+        node_id="acceptance",
     )  # fmt: skip
-    training.optimizer.step()
-    training.scheduler.step()
-    return float(loss)
+    return outcome.mean_loss
 
 
 def losses(training: Training, batch: torch.Tensor, steps: int) -> list[float]:

@@ -13,17 +13,13 @@ from typing import Any
 
 import ray.train
 
-from pipeline.checkpoint import (
-    capture_rng_state,
-    save_model_checkpoint,
-    save_train_state,
-)
 from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.training_core import TrainingState, save_training_state
 
 
 def report_with_checkpoint(
     metrics: dict[str, Any],
-    training: Any,
+    training: TrainingState,
     *,
     config: PretrainConfig,
     step: int,
@@ -46,23 +42,8 @@ def report_with_checkpoint(
         return
     directory = tempfile.mkdtemp(prefix="audioscale-ckpt-")
     try:
-        save_model_checkpoint(
-            directory,
-            training.model,
-            model_name=config.model_name,
-            overrides=config.model_build_overrides(),
-            step=step,
-            shard_fingerprint=config.shard_fingerprint or "",
-            # extra_meta: e.g. the R measured at this step (RankMeSchedule.checkpoint_meta).
-            extra={"run_name": config.run_name, "pretrain_config": config.to_dict(), **(extra_meta or {})},
-        )
-        save_train_state(
-            directory,
-            optimizer=training.optimizer,
-            scheduler=training.scheduler,
-            step=step,
-            rng_state=capture_rng_state(),
-            data_position=data_position,  # pipeline.pretrain.data_position: where a resume starts reading
+        save_training_state(
+            directory, training, config=config, step=step, data_position=data_position, extra_meta=extra_meta
         )
         ray.train.report(
             metrics,

@@ -1,7 +1,8 @@
 """The per-worker pretraining loop: build, load checkpoint, loop, save. Reads top to bottom.
 
 Ray appears only through the Ray Train worker API (`get_context`, `report`; `get_checkpoint` and
-`prepare_model` in `worker_setup`); everything else is plain PyTorch. The data does not come through
+`prepare_model` in `worker_setup`); the build and the step are the Ray-free core
+(`pipeline.pretrain.training_core`), and everything else is plain PyTorch. The data does not come through
 Ray Data: each worker reads its own deterministic share (`pipeline.pretrain.data`), which is what
 lets a resumed run see exactly the crops an uninterrupted one would.
 
@@ -36,10 +37,10 @@ from pipeline.pretrain.data import (
 )
 from pipeline.pretrain.data_position import position_record, resume_position
 from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC, PreemptionNotice
-from pipeline.pretrain.step import forward_backward, reduce_step_outcome, seed_step
+from pipeline.pretrain.training_core import TrainingState, take_step
 from pipeline.pretrain.training_metrics import RankMeSchedule, ThroughputWindow
 from pipeline.pretrain.validation import ValidationSchedule
-from pipeline.pretrain.worker_setup import WorkerPlace, WorkerTraining, build_training
+from pipeline.pretrain.worker_setup import WorkerPlace, build_training
 from pipeline.rankme.model_rankme import logged_rankme
 from pipeline.shards.crop_stream import StreamPosition
 from pipeline.tracking.keys import RANKME_METRIC
@@ -111,7 +112,7 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
 
 def run_steps(
     config: PretrainConfig,
-    training: WorkerTraining,
+    training: TrainingState,
     place: WorkerPlace,
     tracker: TrackedRun | None,
     schedules: tuple[RankMeSchedule, ValidationSchedule],
@@ -133,14 +134,6 @@ def run_steps(
         micro_batches.close()
 
 
-def after_optimizer_step(model) -> None:
-    """A model that keeps state beside its weights (an EMA teacher: models/mae/teacher_targets.py)
-    updates it here, on every rank alike, once the weights it follows have changed."""
-    hook = getattr(model, "after_optimizer_step", None)
-    if hook is not None:
-        hook()
-
-
 def _run_steps(config, training, place, tracker, schedules, micro_batches: MicroBatches) -> bool:
     rankme, validation = schedules
     window = ThroughputWindow()
@@ -149,19 +142,14 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
     for step in range(training.start_step + 1, config.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
-        # Masks and dropout: a function of the step, so a resume repeats them.
-        seed_step(config.seed, rank=place.rank, step=step)
-        loss, grad_norm = forward_backward(
-            training.train_model, micro_batches, config=config, step=step, device=place.device, rank=place.rank,
-            node_id=place.node_id,
+        outcome = take_step(
+            training, micro_batches, config=config, step=step, device=place.device, rank=place.rank,
+            world_size=place.world_size, node_id=place.node_id,
         )  # fmt: skip
-        mean_loss, non_finite = reduce_step_outcome(loss, grad_norm, world_size=place.world_size, device=place.device)
-        if non_finite:
+        if outcome.non_finite:
             return _stopped_by_a_non_finite_loss(tracker, step)
-        training.optimizer.step()
-        training.scheduler.step()
-        after_optimizer_step(training.model)
-        window.end_step(mean_loss, samples=config.global_batch_size)
+        grad_norm = outcome.grad_norm
+        window.end_step(outcome.mean_loss, samples=config.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
         preempted = preemption.checkpoint_due(step)  # every rank at the same steps: the notice is a barrier
@@ -238,7 +226,7 @@ def follows_checkpoint(config: PretrainConfig, step: int) -> bool:
 
 def report_step(
     metrics: dict[str, Any],
-    training: WorkerTraining,
+    training: TrainingState,
     *,
     config: PretrainConfig,
     step: int,

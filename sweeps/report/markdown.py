@@ -28,7 +28,7 @@ from sweeps.report.q_of_r_markdown import q_of_r_section
 from sweeps.report.rankme_pool_check import rankme_pool_lines
 from sweeps.report.seed_spread import seed_spread_markdown
 from sweeps.report.study_info import StudyInfo
-from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, task_laws_markdown
+from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, q_inf_reaches_one, task_laws_markdown
 
 # Figure file -> what it shows (the alt text, shown where an image cannot load).
 FIGURE_CAPTIONS = {
@@ -131,6 +131,13 @@ def _law_sentence(name: str, fit: LawFit, trials: pd.DataFrame) -> str:
     )
     if q_inf >= 1.0 - 1e-9:
         saturation = "shows no saturation in the studied range (Q_inf reached its bound 1)"
+    elif q_inf_reaches_one(fit):
+        # The interval runs to the bound: "saturated at 0.564 (95% 0.561-1.000)" would claim a ceiling
+        # the data do not establish, so only the low end is stated.
+        saturation = (
+            f"has no established ceiling: Q_inf = {q_inf:.3f}, but its 95% interval runs from "
+            f"{fit.ci['q_inf'][0]:.3f} to the bound 1"
+        )
     elif q_inf <= trials[Q_METRIC].max() + 1e-9:
         saturation = f"has saturated: Q_inf = {q_inf:.3f}{interval} is at or below the best observed Q"
     else:

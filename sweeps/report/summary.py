@@ -18,7 +18,7 @@ from sweeps.report.intervals import Z_95, IntervalVerdict, q_intervals
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
-from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one
+from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, q_inf_reaches_one
 
 MLFLOW_UI_PORT = 5000
 LOCAL_UI_ROOT = f"http://127.0.0.1:{MLFLOW_UI_PORT}"  # where the printed `mlflow ui` command serves
@@ -30,6 +30,8 @@ def _ci_text(fit, key: str) -> str:
     low, high = fit.ci[key]
     if q_inf_pinned_at_one(fit, key):
         return f" ({NO_CEILING})"
+    if key == "q_inf" and q_inf_reaches_one(fit):
+        return f" (95% {low:.4g} to the bound 1: no ceiling established)"
     return f" (95% {low:.4g}-{high:.4g})"
 
 

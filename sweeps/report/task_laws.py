@@ -41,6 +41,12 @@ def q_inf_pinned_at_one(fit, key: str) -> bool:
     return key == "q_inf" and key in fit.ci and fit.ci[key][0] >= 1.0 - Q_INF_ONE_TOLERANCE
 
 
+def q_inf_reaches_one(fit) -> bool:
+    """True when the upper end of Q_inf's bootstrap interval is at the bound 1: the data cannot exclude
+    a law without a ceiling, so a Q_inf below the best observed Q is no evidence of saturation."""
+    return "q_inf" in fit.ci and fit.ci["q_inf"][1] >= 1.0 - Q_INF_ONE_TOLERANCE
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskLaw:
     task: str
@@ -63,9 +69,8 @@ def classify(fit: LawFit, rankme: np.ndarray | None = None, scores: np.ndarray |
     if any(no_trend):
         return NO_TREND, "; ".join(reason for reason in no_trend if reason)
     if "q_inf" in fit.ci:
-        high = fit.ci["q_inf"][1]
-        reaches_one = high >= 1.0 - Q_INF_ONE_TOLERANCE
-        basis = f"{100 * fit.ci_level:.0f}% interval upper end {high:.4f}"
+        reaches_one = q_inf_reaches_one(fit)
+        basis = f"{100 * fit.ci_level:.0f}% interval upper end {fit.ci['q_inf'][1]:.4f}"
     else:
         reaches_one = fit.params["q_inf"] >= 1.0 - Q_INF_ONE_TOLERANCE
         basis = "Q_inf alone: no bootstrap interval"

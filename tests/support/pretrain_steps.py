@@ -1,11 +1,10 @@
-"""A few optimizer steps of a debug model through the pretraining worker's own step, without Ray.
+"""A few optimizer steps of a debug model through the training core every run steps, without Ray.
 
-`train_steps` builds what `pipeline.pretrain.loop.build_training` builds (seeded model, unused
-parameters frozen, AdamW with its schedule, optionally `torch.compile`; `benchmarks.acceptance.training`,
-shared with the GPU acceptance run) and runs what `run_steps`
-runs per step (`forward_backward`, `optimizer.step`, `scheduler.step`) on one fixed random batch
-shaped like log-mel crops. Two calls that differ in one setting see the same weights, batch and
-masks, so their losses differ only by that setting's numerics.
+`train_steps` builds with `pipeline.pretrain.training_core.build_training_state` (what the Ray
+Train worker wraps: seeded model, unused parameters frozen, AdamW with its schedule), optionally
+compiles it, and runs `take_step` on one fixed random batch shaped like log-mel crops. Two calls
+that differ in one setting see the same weights, batch and masks (a function of the step), so
+their losses differ only by that setting's numerics.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.acceptance import training
-from pipeline.pretrain.step import forward_backward
+from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.training_core import build_training_state, take_step
 
 BATCH_SIZE = 4
 # Far above the batch-4 scaled lr (2.3e-6), so that five steps move the weights and the loss visibly.
@@ -59,25 +58,21 @@ def train_steps(
     **model_overrides,
 ) -> StepsRun:
     """`steps` optimizer steps of `model_name` (with `model_overrides`) on CPU with the worker's step function."""
-    run = training.build(model_name, CPU, global_batch=BATCH_SIZE, steps=steps, precision=precision,
-                         fused_adamw=fused_adamw, compile_backend=compile_backend, peak_lr=PEAK_LR,
-                         overrides=model_overrides)  # fmt: skip
-    model, optimizer, scheduler = run.model, run.optimizer, run.scheduler
+    config = PretrainConfig(
+        model_name=model_name, model_overrides=model_overrides, global_batch_size=BATCH_SIZE, steps=steps,
+        warmup_steps=1, precision=precision, peak_lr=PEAK_LR, optimizer="adamw",
+    )  # fmt: skip
+    state = build_training_state(config, CPU, fused_adamw=fused_adamw)
+    if compile_backend:
+        state = dataclasses.replace(state, train_model=torch.compile(state.model, backend=compile_backend))
     dtypes: set[torch.dtype] = set()
     if compile_backend is None:  # a hook would only break the compiled graph
-        for module in model.modules():
+        for module in state.model.modules():
             if isinstance(module, nn.Linear):
                 module.register_forward_hook(lambda _module, _inputs, output: dtypes.add(output.dtype))
-    train_model = run.train_model
-    batches = itertools.repeat(fixed_log_mel_batch(model))
-    torch.manual_seed(1)  # the masking stream, the same for every setting
-    losses, grad_norms = [], []
-    for step in range(1, steps + 1):
-        loss, grad_norm = forward_backward(
-            train_model, batches, config=run.config, step=step, device=CPU, rank=0, node_id="test"
-        )
-        optimizer.step()
-        scheduler.step()
-        losses.append(float(loss))
-        grad_norms.append(float(grad_norm))
-    return StepsRun(losses=losses, grad_norms=grad_norms, model=model, linear_output_dtypes=dtypes)
+    batches = itertools.repeat(fixed_log_mel_batch(state.model))
+    outcomes = [take_step(state, batches, config=config, step=step, device=CPU) for step in range(1, steps + 1)]
+    return StepsRun(
+        losses=[outcome.mean_loss for outcome in outcomes], grad_norms=[outcome.grad_norm for outcome in outcomes],
+        model=state.model, linear_output_dtypes=dtypes,
+    )  # fmt: skip

@@ -9,9 +9,9 @@ from pipeline.cli_errors import run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.advise import main
 from sweeps.laws.forms import ChinchillaLaw
+from sweeps.laws.known_law_study import synthetic_study
 from sweeps.record.trial import TrialRecord
 from tests.support.study_runs import start_study_run, start_trial_run
-from tests.support.synthetic_allocation import synthetic_study
 
 LOSS_LAW = {"E": 0.4, "A": 30.0, "alpha": 0.3, "B": 0.5, "beta": 0.35}
 

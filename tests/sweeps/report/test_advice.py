@@ -7,8 +7,8 @@ import pytest
 
 from sweeps.laws.allocation import FlopsPerSample, quality_optimum
 from sweeps.laws.forms import JointLaw
+from sweeps.laws.known_law_study import TRUE_LAW, synthetic_study
 from sweeps.report.advice import AdviceRefused, advice_lines, advise, holdout_check
-from tests.support.synthetic_allocation import TRUE_LAW, synthetic_study
 
 
 def _truth(table, budget):
@@ -91,15 +91,22 @@ def test_the_training_loss_law_is_minimised_along_the_same_curve_where_trials_lo
     assert without.loss is None and without.loss_note == "the trials logged no training loss"
 
 
-@pytest.mark.parametrize(
-    "seed, reason",
-    [(2, r"Q\(N,D\) explains none of the variation in Q \(R² -46\.1 over 50 trials\)"),
-     (6, r"Q\(N,D\) could not be fitted to this study: joint fit did not converge")],
-)  # fmt: skip
-def test_a_study_where_q_does_not_follow_n_and_d_is_refused(seed, reason):
+# Why a fit to pure noise is refused depends on where the machine's floating point takes the
+# optimizer (seed 2: R² -46.1 on one CPU, -41.7 on another; seed 6: no convergence on one, an
+# optimum at the edge of the sizes on another): any of the refusals that say Q does not follow N
+# and D is the behaviour.
+NOT_A_LAW = (
+    r"Q\(N,D\) explains none of the variation in Q \(R² -\d+(\.\d+)? over 50 trials\)"
+    r"|Q\(N,D\) could not be fitted to this study: joint fit did not converge"
+    r"|Q\(N,D\) is best at the edge of the sizes searched"
+)
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_a_study_where_q_does_not_follow_n_and_d_is_refused(seed):
     table = synthetic_study(seed)
     table["q"] = 0.5 + np.random.default_rng(seed).normal(0.0, 0.01, len(table))  # noise around one value
-    with pytest.raises(AdviceRefused, match=reason):
+    with pytest.raises(AdviceRefused, match=NOT_A_LAW):
         advise(table, table["flops"].max(), n_bootstrap=0)
 
 

@@ -167,3 +167,30 @@ def test_a_law_that_explains_none_of_the_variation_is_called_not_informative():
     sentence = _law_sentence("Q(N,D)", noise, table)
     assert sentence.startswith("- Q(N,D): not informative: the fit explains none of the variation in Q (R² -431 over")
     assert "saturated" not in sentence
+
+
+def test_a_q_inf_interval_reaching_the_bound_claims_no_ceiling():
+    """Q_inf 0.564 with a 95% interval 0.561-1.000 (the default study's Q(R)) is no evidence of
+    saturation: the sentence and the summary's fit line state the low end and the bound, never
+    "has saturated" or the interval as if it measured a ceiling."""
+    import dataclasses
+
+    from sweeps.report.markdown import _law_sentence
+    from sweeps.report.summary import fit_line
+    from sweeps.report.task_laws import SATURATING, STILL_RISING, classify
+
+    table = _synthetic_table()
+    study = fit_study_laws(table, n_bootstrap=0)
+    fit = study.fits["Q(R)"]
+    params = dict(fit.params, q_inf=0.564)
+    open_ended = dataclasses.replace(fit, params=params, r2=0.002, ci={"q_inf": (0.561, 1.0 - 1e-9)})
+    sentence = _law_sentence("Q(R)", open_ended, table)
+    assert "has no established ceiling: Q_inf = 0.564, but its 95% interval runs from 0.561 to the bound 1" in sentence
+    assert "saturated" not in sentence and "0.561-1.000" not in sentence
+    line = fit_line(dataclasses.replace(study, fits={"Q(R)": open_ended}))
+    assert "q_inf 0.564 (95% 0.561 to the bound 1: no ceiling established)" in line
+    assert classify(open_ended)[0] == STILL_RISING
+    # Positive control: an interval ending below 1 is still stated as a ceiling.
+    closed = dataclasses.replace(open_ended, ci={"q_inf": (0.561, 0.570)})
+    assert "(95% 0.561-0.570)" in _law_sentence("Q(R)", closed, table)
+    assert classify(closed)[0] == SATURATING

@@ -1,4 +1,6 @@
-"""A synthetic size x data-volume study with a known Q(N, D) and FLOPs per sample (the advisor's tests and benchmark)."""
+"""A synthetic size x data-volume study drawn from a known Q(N, D), with its FLOPs per sample: what
+the advisor's tests and its coverage benchmark (benchmarks/advise_coverage.py) fit, to check that
+the fit and the advice recover the law that made the points."""
 
 from __future__ import annotations
 
