@@ -27,7 +27,6 @@ import torch
 
 import models
 from models.heads.frame_attention import ATTENTION_KINDS
-from pipeline import paths
 from pipeline.checkpoint import save_model_checkpoint
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.evaluate.probes.grid import probe_schedule
@@ -37,6 +36,7 @@ from pipeline.evaluate.run import (
     EvaluationResult,
     evaluate_checkpoint,
 )
+from pipeline.storage import paths
 
 TARGET_SECONDS = 300.0
 CPU_PROFILE_SEEDS = 2  # sweeps.study.driver's cpu_default profile: quick schedule, 2 seeds

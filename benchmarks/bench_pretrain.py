@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 import models
-from pipeline.paths import shards_dir_for
 from pipeline.pretrain.optim import build_optimizer, build_scheduler
+from pipeline.storage.paths import shards_dir_for
 
 DEBUG_MODELS = ("mae-debug", "audiomae++-debug", "axlstm-debug")
 GPU_MODELS = ("audiomae++-base", "mae-en768-12")

@@ -29,10 +29,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_evaluate import ensure_tasks, fresh_checkpoint  # noqa: E402
 
-from pipeline import paths  # noqa: E402
 from pipeline.evaluate.probes.scene import SCENE_PROBES, scene_probe  # noqa: E402
 from pipeline.evaluate.run import EvaluationResult, evaluate_checkpoint  # noqa: E402
 from pipeline.evaluate.scores import quality_q_interval  # noqa: E402
+from pipeline.storage import paths  # noqa: E402
 
 
 def seed_spread(result: EvaluationResult) -> tuple[np.ndarray, float, float]:

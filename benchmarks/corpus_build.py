@@ -20,8 +20,8 @@ from pipeline.corpus.sources.pretrain_corpus import (
     PretrainCorpusConfig,
     build_pretrain_corpus,
 )
-from pipeline.corpus.tasks.baseline import format_table, run_baseline
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
+from pipeline.evaluate.naive_baseline import format_table, run_baseline
 
 
 def cpu_seconds() -> float:

@@ -56,16 +56,16 @@ from pipeline.evaluate.positive_control import ControlConfig, train_positive_con
 from pipeline.evaluate.probes.knn import KnnProbeConfig  # noqa: E402
 from pipeline.evaluate.probes.scene import probe_task, split_arrays  # noqa: E402
 from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
-from pipeline.evaluate.task_data import (  # noqa: E402
+from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
+from pipeline.rankme.effective_rank import rankme  # noqa: E402
+from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool  # noqa: E402
+from pipeline.task_format.reader import (  # noqa: E402
     encode_targets,
     list_task_dirs,
     probe_splits,
     read_split_labels,
     read_task_info,
 )
-from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
-from pipeline.rankme.effective_rank import rankme  # noqa: E402
-from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool  # noqa: E402
 
 MODEL = "mae-debug"  # the CPU default profile's encoder (sweeps.study.grids)
 POOLINGS = ("mean", "mean+std")

@@ -9,7 +9,7 @@ their difference (correlated test-clip luck cancels). Q's replicate b is the mea
 
 Sources: each `--checkpoints` directory (scored as a study trial scores it: pipeline.evaluate's
 embedding, input cache and probes) and the naive baseline's features (log-mel mean and std over
-time, pipeline.corpus.tasks.baseline) under the same probe, so every comparison is within one probe.
+time, pipeline.evaluate.naive_baseline) under the same probe, so every comparison is within one probe.
 
     python benchmarks/q_noise_floor.py --home ~/audioscale --checkpoints INIT_DIR,BEST_DIR [--probes knn,linear]
 
@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.evaluate.baselines import naive_splits  # noqa: E402
 from pipeline.evaluate.probes.scene import probe_task, scene_probe  # noqa: E402
 from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
-from pipeline.evaluate.task_data import (  # noqa: E402
+from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
+from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
+from pipeline.task_format.reader import (  # noqa: E402
     TaskInfo,
     list_task_dirs,
     probe_splits,
     read_split_labels,
     read_task_info,
 )
-from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
-from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
 
 NAIVE = "naive features"
 

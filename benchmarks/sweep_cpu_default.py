@@ -37,10 +37,6 @@ from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation  # noqa
 from pipeline.evaluate.probes.scene import probe_task, scene_probe  # noqa: E402
 from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
 from pipeline.evaluate.scores import paired_interval, quality_q, quality_q_replicates  # noqa: E402
-from pipeline.evaluate.task_data import (  # noqa: E402
-    list_task_dirs,
-    read_task_info,
-)
 from pipeline.evaluate.task_embeddings import embed_task  # noqa: E402
 from pipeline.pretrain.optim import build_optimizer, warmup_cosine_factor  # noqa: E402
 from pipeline.rankme.model_rankme import measure_pool_rankme  # noqa: E402
@@ -48,6 +44,10 @@ from pipeline.rankme.pool import select_pool  # noqa: E402
 from pipeline.rankme.readout_stats import calibrated_readout, calibration_pool  # noqa: E402
 from pipeline.shards.crops import crop_or_pad  # noqa: E402
 from pipeline.shards.format import mel_matrices, read_manifest, read_shard_table  # noqa: E402
+from pipeline.task_format.reader import (  # noqa: E402
+    list_task_dirs,
+    read_task_info,
+)
 from sweeps.laws.fits import fit_saturating  # noqa: E402
 
 

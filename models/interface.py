@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.layers.patching import PatchGrid, patchify, unpatchify
-from models.mae.config import FRONTEND_HOP_MS
+from models.layers.patching import FRONTEND_HOP_MS, PatchGrid, patchify, unpatchify
 
 # Conventions shared by every model in this package (stated once, here):
 # - mel input is (batch, time_frames, mel_bins) float32; internally (batch, 1, time, mel).

@@ -42,7 +42,7 @@ SIZES_KEY = "bytes"
 
 class CheckpointError(ValueError):
     """A checkpoint directory that is missing files, is damaged or does not match its model: a file the
-    user gave, so a user error at the command line (one line, exit 2; pipeline.cli_errors)."""
+    user gave, so a user error at the command line (one line, exit 2; pipeline.cli.errors)."""
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

@@ -15,9 +15,9 @@ from pipeline.corpus.sources.pretrain_corpus import (
     build_pretrain_corpus,
 )
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
-from pipeline.paths import default_corpus_dir, default_shards_dir, default_tasks_dir, shards_dir_for
 from pipeline.prep.run import PrepConfig, run_prep
-from pipeline.storage_uri import child_location
+from pipeline.storage.paths import default_corpus_dir, default_shards_dir, default_tasks_dir, shards_dir_for
+from pipeline.storage.uri import child_location
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

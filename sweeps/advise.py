@@ -19,7 +19,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from pipeline.cli_errors import UserError, run_cli
+from pipeline.cli.errors import UserError, run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.record.study import read_study
 from sweeps.report.advice import Advice, AdviceRefused, advice_lines, advise, holdout_check, holdout_lines
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "sweeps.advise")
 
 

@@ -1,6 +1,6 @@
 """`python -m sweeps.external --hear-module PKG.MODULE [--model-file F] --study NAME [--label L]`.
 
-Scores any HEAR-API module (pipeline.evaluate.hear_module_cli) on the RankMe pool and with the
+Scores any HEAR-API module (pipeline.interop.hear_module_cli) on the RankMe pool and with the
 probe a study's trials used, and logs it as an external point of that study
 (sweeps.study.external_log): a child run of the study run, drawn on its Q(R) figure at the next
 refit (`python -m sweeps.laws --study NAME`) and never fitted. Every other flag is
@@ -16,13 +16,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline import paths
-from pipeline.cli_errors import UserError, run_cli
+from pipeline.cli.errors import UserError, run_cli
 from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
 from pipeline.evaluate.__main__ import check_device, parse_config, probe_training_from
 from pipeline.evaluate.config import EvaluateConfig
-from pipeline.evaluate.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
 from pipeline.evaluate.run import write_results
+from pipeline.interop.hear_module_cli import output_label, pool_from_flags, print_results, score_hear_module
+from pipeline.storage import paths
 from pipeline.tracking.runs import checked_store
 from sweeps.record.study import read_study
 from sweeps.study.external_log import log_external_point, study_probe, study_rankme_pool, study_run_id
@@ -122,7 +122,7 @@ def _checked_task_set(
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "external")
 
 

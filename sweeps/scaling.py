@@ -21,10 +21,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.cli_errors import UserError, run_cli
-from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
-from pipeline.corpus.sources.build_marker import OutputDirectoryError
-from pipeline.corpus.sources.debian import MissingPackagesError
+from pipeline.cli.errors import run_cli
+from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import (
     DEFAULT_KEEP_FRACTION,
@@ -60,7 +58,7 @@ def default_grid_saving() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One option per StudyConfig field, sections included (pipeline.cli_flags); --config; --plan and its costs."""
+    """One option per StudyConfig field, sections included (pipeline.cli.flags); --config; --plan and its costs."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(parser, StudyConfig, help_values={"early_stop_saving": default_grid_saving().replace("%", "%%")})
     add_config_file_flag(parser, tables=CONFIG_TABLES)
@@ -126,10 +124,7 @@ def run_command(argv: list[str]) -> int:
         )
         return 0
     cost_assumptions_from_args(args)  # refuses the cost flags without --plan
-    try:
-        outcome = run_study(config)
-    except (MissingPackagesError, OutputDirectoryError) as error:  # the defaults cannot be built here
-        raise UserError(str(error)) from error
+    outcome = run_study(config)  # a default that cannot be built here is a UserError: one line, exit 2
     print(outcome.report_markdown)
     uri = tracking.resolve_tracking_uri(config.tracking_uri)
     # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.

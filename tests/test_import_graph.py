@@ -19,7 +19,7 @@ PACKAGES = ("pipeline", "models", "sweeps")
 # The edges: the Ray session, the Ray Data stage and reader, the Ray Train driver and worker
 # loop, the Ray Tune driver, trial and scheduler. MLflow has one owner.
 RAY_MODULES = {
-    "pipeline.ray_session",
+    "pipeline.session.ray_session",
     "pipeline.prep.run",
     "pipeline.prep.featurize",
     "pipeline.prep.ledger",
@@ -30,7 +30,7 @@ RAY_MODULES = {
     "pipeline.pretrain.preemption",  # ray.train.get_preemption_info
     "pipeline.pretrain.loopback_backend",  # Ray Train's torch backend for local runs
     "sweeps.study.driver",
-    "sweeps.study.trial",
+    "sweeps.study.trainable",
     "sweeps.study.early_stop",
     "sweeps.study.progress",  # a Ray Tune callback
     "sweeps.study.beside_trials",  # a Ray Tune callback

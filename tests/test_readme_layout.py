@@ -1,8 +1,9 @@
-"""The package tree in docs/architecture.md names every module on disk, and nothing that is not there.
+"""The map of rooms in docs/architecture.md names every package folder on disk, and nothing that is
+not there; every package says what its room is for and every module what its concept is.
 
-The tree is the first fenced block under "## Package tree": one line per folder (`name/`) or
-module (`name.py  what it does`), nested by two-space indentation. Package `__init__.py` files
-are left out on both sides (they hold only a docstring).
+The map is the first fenced block under "## Package tree": one line per folder (`name/  what it
+holds`), nested by two-space indentation. The modules are described where they are read: by their
+own docstrings, and each package's in its `__init__.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def architecture_tree(text: str) -> list[str]:
 
 
 def paths_in_tree(lines: list[str]) -> set[str]:
-    """'pipeline/' + '  audio/' + '    frontend.py  ...' -> {'pipeline/audio/frontend.py'}."""
+    """'pipeline/' + '  audio/' + '    x.py  ...' -> {'pipeline', 'pipeline/audio', 'pipeline/audio/x.py'}."""
     stack: list[str] = []
     paths = set()
     for line in lines:
@@ -36,40 +37,55 @@ def paths_in_tree(lines: list[str]) -> set[str]:
         del stack[depth:]
         if name.endswith("/"):
             stack.append(name.rstrip("/"))
+            paths.add("/".join(stack))
         elif name.endswith(".py"):
             paths.add("/".join([*stack, name]))
     return paths
 
 
-def modules_on_disk() -> set[str]:
+def packages_on_disk() -> set[str]:
     return {
-        path.relative_to(REPO_ROOT).as_posix()
+        path.parent.relative_to(REPO_ROOT).as_posix()
         for package in PACKAGES
-        for path in (REPO_ROOT / package).rglob("*.py")
-        if path.name != "__init__.py"
+        for path in (REPO_ROOT / package).rglob("__init__.py")
     }
+
+
+def modules_on_disk() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (REPO_ROOT / package).rglob("*.py"))
 
 
 def test_tree_parser_nests_by_indentation():
     lines = [
         "pipeline/",
-        "  tracking/",
-        "    runs.py   MLflow",
+        "  tracking/   MLflow",
         "  audio/",
         "    frontend.py  mel",
         "models/",
-        "  x.py  y",
     ]
-    assert paths_in_tree(lines) == {"pipeline/tracking/runs.py", "pipeline/audio/frontend.py", "models/x.py"}
+    assert paths_in_tree(lines) == {"pipeline", "pipeline/tracking", "pipeline/audio", "pipeline/audio/frontend.py",
+                                    "models"}  # fmt: skip
 
 
 def test_the_tree_is_the_block_under_its_heading():
-    text = "# A\n\n```text\nnot/\n```\n\n## Package tree\n\nintro\n\n```text\nmodels/\n  a.py  b\n```\n\n## Next\n"
-    assert paths_in_tree(architecture_tree(text)) == {"models/a.py"}
+    text = "# A\n\n```text\nnot/\n```\n\n## Package tree\n\nintro\n\n```text\nmodels/\n  a/  b\n```\n\n## Next\n"
+    assert paths_in_tree(architecture_tree(text)) == {"models", "models/a"}
 
 
-def test_architecture_tree_matches_the_modules_on_disk():
+def test_the_map_names_every_package_and_nothing_else():
     listed = paths_in_tree(architecture_tree(ARCHITECTURE.read_text()))
-    on_disk = modules_on_disk()
-    assert sorted(on_disk - listed) == [], "modules missing from the package tree in docs/architecture.md"
-    assert sorted(listed - on_disk) == [], "the package tree in docs/architecture.md names modules that do not exist"
+    on_disk = packages_on_disk()
+    assert sorted(on_disk - listed) == [], "package folders missing from the map in docs/architecture.md"
+    assert sorted(listed - on_disk) == [], "the map in docs/architecture.md names folders that are not packages"
+
+
+def test_every_package_and_module_says_what_it_is():
+    # The map lists rooms only: a package's docstring is its room's description, a module's its concept.
+    import ast
+
+    silent = [
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in modules_on_disk()
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
+    ]
+    assert silent == []

@@ -1,7 +1,7 @@
 """The faults a bucket brings, each met before any work: wrong credentials, a bucket that does not
 exist, an endpoint that is down, a read-only policy. Each one is a real command against the real
 store, expected to end at once with exit code 2 and one line that names the flag, the URI and what
-to do (`pipeline.bucket_check`), not a traceback from a Ray worker.
+to do (`pipeline.storage.bucket_check`), not a traceback from a Ray worker.
 """
 
 from __future__ import annotations

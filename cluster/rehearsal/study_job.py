@@ -298,13 +298,13 @@ def _check_ledger(rehearsal: Rehearsal, trials, last: str, in_flight: dict[str, 
 def _check_finished_study_commands(rehearsal: Rehearsal) -> dict:
     """What a user runs on a finished study, against the server: an outside model (the last trial's
     checkpoint through the HEAR API) as an external point, the laws refitted, the advisor asked."""
-    from pipeline.checkpoint_copy import local_checkpoint
+    from pipeline.storage.checkpoint_copy import local_checkpoint
 
     last_trial = max(_trial_checkpoints(rehearsal).items())  # (run name, its checkpoint folders)
     checkpoint = rehearsal.store.uri(f"{STUDY_RUNS_PATH}/{last_trial[0]}/{max(last_trial[1])}")
     with local_checkpoint(checkpoint) as local:
         external = require_success(rehearsal.run("external", [
-            "python", "-m", "sweeps.external", "--hear-module", "pipeline.evaluate.hear_api", "--model-file", str(local),
+            "python", "-m", "sweeps.external", "--hear-module", "pipeline.interop.hear_api", "--model-file", str(local),
             "--study", STUDY, "--probe", "knn", "--tasks-dir", str(rehearsal.tasks_dir), "--workers", "1",
             "--tracking-uri", rehearsal.server.uri, "--output", str(rehearsal.work / "external")]))  # fmt: skip
     expect(f"external point of study {STUDY}" in external.output, "sweeps.external logged no external point")

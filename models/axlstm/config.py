@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.axlstm.mlstm import DEFAULT_CHUNK_SIZE
-from models.layers.patching import PatchGrid
-from models.mae.config import FRONTEND_HOP_MS, CrossDecoderOptions
+from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
+from models.mae.config import CrossDecoderOptions
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,1 @@
+"""The network pieces every model family shares: patching, positions, attention, blocks, masking."""

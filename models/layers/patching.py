@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import torch
 
+# Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): all use a
+# 160-sample hop at 16 kHz. Every model family's patch grid turns frames into ms with it; kept in
+# models/ so models/ stays free of pipeline imports.
+FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0, "ssast": 10.0}
+
 
 def check_patchable(time_frames: int, mel_bins: int, patch_frames: int, patch_bins: int) -> None:
     """Raise a clear error when the spectrogram does not tile into whole patches."""

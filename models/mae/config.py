@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.layers.masking import KEPT_COUNT_TOLERANCE
-from models.layers.patching import PatchGrid
+from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
 
 
 class CrossDecoderOptions:
@@ -45,11 +45,6 @@ class CrossDecoderOptions:
                 f"{self.name}: cross_feature_maps={self.cross_feature_maps} must be in "
                 f"[1, encoder_depth + 1 = {self.encoder_depth + 1}]"
             )
-
-
-# Time between spectrogram frames of each front-end preset (pipeline/audio/frontend.py): all use a
-# 160-sample hop at 16 kHz. Kept here so models/ stays free of pipeline imports.
-FRONTEND_HOP_MS = {"audiomae": 10.0, "dasheng": 10.0, "ssast": 10.0}
 
 
 @dataclass(frozen=True, kw_only=True)

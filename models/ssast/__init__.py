@@ -1,0 +1,1 @@
+"""SSAST: masked patch modelling of the spectrogram with InfoNCE and reconstruction losses."""

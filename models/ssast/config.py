@@ -11,8 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from models.config_overrides import apply_overrides
-from models.layers.patching import PatchGrid
-from models.mae.config import FRONTEND_HOP_MS
+from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
 from models.ssast.cluster_masking import SSAST_CLUSTER_SIDES, check_mask_count
 
 # SSAST's two patch shapes, as (time frames, mel bins): patch-based 16 x 16 (the reference's

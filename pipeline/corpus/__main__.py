@@ -16,16 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.corpus.sources.build_marker import OutputDirectoryError
-from pipeline.corpus.sources.debian import MissingPackagesError
+from pipeline.cli.errors import UserError, run_cli
 from pipeline.corpus.sources.default_mix import DEFAULT_TOTAL_HOURS
 from pipeline.corpus.sources.pretrain_corpus import (
     PretrainCorpusConfig,
     build_pretrain_corpus,
 )
-from pipeline.corpus.tasks.baseline import format_table, run_baseline
 from pipeline.corpus.tasks.build import TasksConfig, build_tasks
-from pipeline.paths import default_corpus_dir, default_tasks_dir
+from pipeline.evaluate.naive_baseline import format_table, run_baseline
+from pipeline.storage.paths import default_corpus_dir, default_tasks_dir
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -61,31 +60,30 @@ def print_baseline(tasks_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a user's mistake raises (UserError: an output folder of other settings, missing
+    Debian packages, a tasks folder without its index) and `cli` turns it into one line."""
     arguments = parse_arguments(argv)
-    try:
-        if arguments.command == "pretrain":
-            build_pretrain_corpus(
-                PretrainCorpusConfig(
-                    output_dir=arguments.output, hours=arguments.hours, seed=arguments.seed, tiny=arguments.tiny
-                )
+    if arguments.command == "pretrain":
+        build_pretrain_corpus(
+            PretrainCorpusConfig(
+                output_dir=arguments.output, hours=arguments.hours, seed=arguments.seed, tiny=arguments.tiny
             )
-        elif arguments.command == "tasks":
-            build_tasks(TasksConfig(output_dir=arguments.output, seed=arguments.seed, tiny=arguments.tiny))
-            if not arguments.no_baseline:
-                print_baseline(arguments.output)
-        else:
-            if not (arguments.tasks / "tasks.json").is_file():
-                print(
-                    f"error: {arguments.tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`",
-                    file=sys.stderr,
-                )
-                return 2
-            print_baseline(arguments.tasks)
-    except (MissingPackagesError, OutputDirectoryError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        )
+    elif arguments.command == "tasks":
+        build_tasks(TasksConfig(output_dir=arguments.output, seed=arguments.seed, tiny=arguments.tiny))
+        if not arguments.no_baseline:
+            print_baseline(arguments.output)
+    else:
+        if not (arguments.tasks / "tasks.json").is_file():
+            raise UserError(f"{arguments.tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`")
+        print_baseline(arguments.tasks)
     return 0
 
 
+def cli() -> int:
+    """The `audioscale-corpus` console script: errors through the one handler every command shares."""
+    return run_cli(main, "corpus")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

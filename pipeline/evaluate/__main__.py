@@ -11,14 +11,10 @@ from pathlib import Path
 import safetensors
 import torch
 
-from pipeline import paths
-from pipeline.bucket_check import check_bucket, without_query
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
-from pipeline.checkpoint_copy import copy_up, local_checkpoint
-from pipeline.cli_errors import UserError, run_cli
-from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
+from pipeline.cli.errors import UserError, run_cli
+from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.evaluate.config import NO_LID_HEAD, EvaluateConfig, probe_training_from
-from pipeline.evaluate.hear_module_cli import run_hear_module
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.run import evaluate_checkpoint, format_table, write_results
 from pipeline.evaluate.tracking import (
@@ -26,14 +22,18 @@ from pipeline.evaluate.tracking import (
     log_evaluation,
     pretraining_run_id,
 )
-from pipeline.storage_uri import child_uri, is_uri
+from pipeline.interop.hear_module_cli import run_hear_module
+from pipeline.storage import paths
+from pipeline.storage.bucket_check import check_bucket, without_query
+from pipeline.storage.checkpoint_copy import copy_up, local_checkpoint
+from pipeline.storage.uri import child_uri, is_uri
 from pipeline.tracking.runs import checked_store, resolve_tracking_uri
 
 __all__ = ["EvaluateConfig", "build_parser", "check_device", "main", "parse_config", "probe_training_from"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One option per EvaluateConfig field (pipeline.cli_flags), and --config for a recipe of them."""
+    """One option per EvaluateConfig field (pipeline.cli.flags), and --config for a recipe of them."""
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.evaluate",
         description="RankMe and HEAR-style probe scores (mean, 95% CI, Q) of a pretrained checkpoint, logged to MLflow.",
@@ -155,7 +155,7 @@ def _write_results_beside(result, output: str | None, checkpoint_dir: Path, show
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "evaluate")
 
 

@@ -1,7 +1,7 @@
 """Reference points for Q, measured on a study's own tasks with its own probe: what a trained
 checkpoint has to beat before its Q means anything.
 
-- `naive`: log-mel mean and std over time per clip (pipeline.corpus.tasks.baseline.clip_features),
+- `naive`: log-mel mean and std over time per clip (pipeline.evaluate.naive_baseline.clip_features),
   no model at all.
 - `initialisation`: the study's encoder with random weights (seed `BaselineSetup.seed`), read out
   exactly as every checkpoint is (the model's `embed`, time-averaged: pipeline.evaluate.task_embeddings;
@@ -33,14 +33,17 @@ import numpy as np
 import torch
 
 from models import build_model
-from pipeline.corpus.sources.parallel import map_ordered
-from pipeline.corpus.tasks.baseline import clip_features
 from pipeline.evaluate.embeddings import FrameEmbedder, MelNormalisation
+from pipeline.evaluate.naive_baseline import clip_features
 from pipeline.evaluate.positive_control import ControlConfig, train_positive_control
 from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays
 from pipeline.evaluate.probes.seeds import fold_test_replicates
 from pipeline.evaluate.scores import quality_q, quality_q_replicates
-from pipeline.evaluate.task_data import (
+from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.rankme.pool import RankMePool
+from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool
+from pipeline.session.worker_pool import map_ordered
+from pipeline.task_format.reader import (
     TaskInfo,
     encode_targets,
     list_task_dirs,
@@ -49,9 +52,6 @@ from pipeline.evaluate.task_data import (
     read_task_info,
     split_audio_path,
 )
-from pipeline.evaluate.task_embeddings import embed_task
-from pipeline.rankme.pool import RankMePool
-from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool
 
 NAIVE, INITIALISATION, CONTROL = "naive", "initialisation", "control"
 BASELINES = (NAIVE, INITIALISATION, CONTROL)

@@ -1,6 +1,6 @@
 """`EvaluateConfig`: every setting of `python -m pipeline.evaluate`, each declared once with its flag.
 
-The parser is generated from the fields (pipeline.cli_flags), so the flag, default and help of a
+The parser is generated from the fields (pipeline.cli.flags), so the flag, default and help of a
 setting live here and nowhere else; `python -m sweeps.external` reuses the same parser and config.
 The scene probe's help describes the schedules from their own configs, so it cannot drift from them.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 from models.heads.frame_attention import ATTENTION_KINDS
-from pipeline.cli_errors import UserError
-from pipeline.cli_flags import flag
+from pipeline.cli.errors import UserError
+from pipeline.cli.flags import flag
 from pipeline.evaluate.probes.grid import PROBE_SCHEDULES, ProbeTrainingConfig, full_grid
 from pipeline.evaluate.probes.knn import KnnProbeConfig
 from pipeline.evaluate.probes.lid import LidProbeConfig
@@ -111,7 +111,7 @@ class EvaluateConfig:
     )  # fmt: skip
     no_mlflow: bool = flag("--no-mlflow", False, "do not log to MLflow")
 
-    # An outside model (--hear-module only; pipeline.evaluate.hear_module_cli).
+    # An outside model (--hear-module only; pipeline.interop.hear_module_cli).
     model_file: str = flag(
         "--model-file", "", "--hear-module only: the path given to its load_model (weights file or folder)"
     )

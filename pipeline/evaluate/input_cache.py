@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.evaluate.embeddings import FrameEmbedder
-from pipeline.evaluate.task_data import TaskInfo, read_task_audio
+from pipeline.task_format.reader import TaskInfo, read_task_audio
 
 # Enough for the 7 default tasks (~0.7 GB) with room; $AUDIOSCALE_INPUT_CACHE_MB overrides (0: off).
 DEFAULT_CACHE_MB = 2048

@@ -24,7 +24,7 @@ from torch import nn
 
 from pipeline.evaluate.embeddings import FrameEmbedder
 from pipeline.evaluate.input_cache import model_inputs
-from pipeline.evaluate.task_data import TaskInfo, encode_targets, probe_splits, read_split_labels
+from pipeline.task_format.reader import TaskInfo, encode_targets, probe_splits, read_split_labels
 
 
 @dataclass(frozen=True, kw_only=True)

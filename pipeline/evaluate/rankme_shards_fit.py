@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.cli_errors import UserError
+from pipeline.cli.errors import UserError
 from pipeline.shards.format import read_manifest
 
 

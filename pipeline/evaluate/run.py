@@ -38,7 +38,6 @@ from pipeline.evaluate.scores import (
     quality_q_replicates,
     quality_q_test_interval,
 )
-from pipeline.evaluate.task_data import TaskInfo, read_checked_tasks
 from pipeline.evaluate.task_jobs import (
     TaskEvaluation,
     TaskJob,
@@ -47,6 +46,7 @@ from pipeline.evaluate.task_jobs import (
 )
 from pipeline.rankme.effective_rank import rankme_with_shape, sample_fixed_n
 from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
+from pipeline.task_format.reader import TaskInfo, read_checked_tasks
 from pipeline.tracking.keys import INTERVAL_OVER_SEEDS, INTERVAL_OVER_TEST_CLIPS
 
 # The task-audio diagnostic's N (not the R of the fits): the default task set holds ~7,000 clips,

@@ -18,7 +18,7 @@ from pipeline.evaluate.input_cache import model_inputs
 from pipeline.evaluate.probes.grid import SplitArrays
 from pipeline.evaluate.probes.lid import FrameSplit, pad_frame_features
 from pipeline.evaluate.probes.scene import split_arrays
-from pipeline.evaluate.task_data import (
+from pipeline.task_format.reader import (
     TaskInfo,
     encode_targets,
     probe_splits,

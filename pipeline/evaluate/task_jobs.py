@@ -31,8 +31,8 @@ from pipeline.evaluate.probes.seeds import fold_test_replicates
 from pipeline.evaluate.rankme_shards_fit import check_rankme_shards_fit
 from pipeline.evaluate.readout_calibration import DEFAULT_READOUT_STATS, calibrate_checkpoint
 from pipeline.evaluate.scores import TaskScore
-from pipeline.evaluate.task_data import TaskInfo, probe_splits, read_split_labels
 from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.task_format.reader import TaskInfo, probe_splits, read_split_labels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +105,7 @@ def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> Task
 
 
 def _evaluate_in_worker(job: TaskJob) -> TaskEvaluation:
-    from pipeline.evaluate.task_data import read_task_info
+    from pipeline.task_format.reader import read_task_info
 
     key = (job.checkpoint_dir, job.device, job.readout_stats, job.rankme_shards)
     if key not in _EMBEDDERS:

@@ -18,7 +18,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from pipeline.cli_errors import UserError
+from pipeline.cli.errors import UserError
 from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.tracking.keys import (
     EVAL_Q_METRIC,
@@ -66,7 +66,7 @@ def checkpoint_dir_of_run(tracking_uri: str | None, run_id: str) -> Path | str:
         ) from None
     tagged = run["tags"].get(CHECKPOINT_TAG)
     if tagged and "://" in tagged:
-        return tagged  # read (and checked) by pipeline.checkpoint_copy.local_checkpoint
+        return tagged  # read (and checked) by pipeline.storage.checkpoint_copy.local_checkpoint
     if tagged and (Path(tagged) / "model.json").is_file():
         return Path(tagged)
     storage_path, run_name = run["params"].get("storage_path"), run["params"].get("run_name")

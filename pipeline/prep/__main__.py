@@ -15,8 +15,8 @@ import sys
 from collections import Counter
 
 from pipeline.audio.inputs import InputListingError
-from pipeline.cli_errors import run_cli
-from pipeline.cli_flags import add_config_file_flag, add_flags, parse_flags
+from pipeline.cli.errors import run_cli
+from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
 from pipeline.prep.output import OutputConflictError
 from pipeline.prep.run import PrepConfig, PrepResult, run_prep
 
@@ -79,7 +79,7 @@ def _duration(seconds: float) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One option per PrepConfig field (pipeline.cli_flags), and --config for a recipe of them."""
+    """One option per PrepConfig field (pipeline.cli.flags), and --config for a recipe of them."""
     parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
     add_flags(parser, PrepConfig)
     add_config_file_flag(parser, tables="[prep]")
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "prep")
 
 

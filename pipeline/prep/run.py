@@ -25,8 +25,7 @@ from pipeline.audio.inputs import (
     list_inputs,
     select_subset_hours,
 )
-from pipeline.bucket_check import check_bucket
-from pipeline.cli_flags import filled_by_program, flag
+from pipeline.cli.flags import filled_by_program, flag
 from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
@@ -37,11 +36,12 @@ from pipeline.prep.output import (
     write_rejected,
 )
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
-from pipeline.ray_session import connect_ray
+from pipeline.session.ray_session import connect_ray
 from pipeline.shards.format import PARQUET_WRITE_OPTIONS, read_manifest
 from pipeline.shards.integrity import describe_part_files
 from pipeline.shards.location import is_uri, locate_shards
-from pipeline.writable import check_writable_dir
+from pipeline.storage.bucket_check import check_bucket
+from pipeline.storage.writable import check_writable_dir
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
 BATCHES_PER_CPU = 4
@@ -57,7 +57,7 @@ def _show_progress_unless(no_progress: bool) -> bool:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrepConfig:
-    """One prep run; each field declared once with its `python -m pipeline.prep` flag (pipeline.cli_flags)."""
+    """One prep run; each field declared once with its `python -m pipeline.prep` flag (pipeline.cli.flags)."""
 
     input_path: Path = flag("--input", None, "audio directory, or a .csv/.jsonl manifest", required=True)
     # A folder (made an absolute Path below) or a bucket URI (kept as the str given).
@@ -184,7 +184,7 @@ def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
 
 
 def _featurize_on_ray(config: PrepConfig, readable: list[InputFile]) -> dict:
-    """Write the Parquet parts of `readable` on Ray (connected by pipeline.ray_session's policy, shut
+    """Write the Parquet parts of `readable` on Ray (connected by pipeline.session.ray_session's policy, shut
     down again if this call started it); returns the ledger's summary: the inputs workers rejected,
     those they featurized in part, and the seconds of tail audio they dropped."""
     import ray

@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import paths
-from pipeline.cli_errors import run_cli
-from pipeline.cli_flags import add_config_file_flag, add_flags, config_from_flags, parse_flags, parse_override
+from pipeline.cli.errors import run_cli
+from pipeline.cli.flags import add_config_file_flag, add_flags, config_from_flags, parse_flags, parse_override
 from pipeline.defaults import ensure_default_data
 from pipeline.pretrain.driver import (
     NonFiniteLossError,
@@ -20,6 +19,7 @@ from pipeline.pretrain.driver import (
     PretrainResult,
     run_pretraining,
 )
+from pipeline.storage import paths
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_override"]
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "pretrain")
 
 

@@ -1,7 +1,7 @@
 """`PretrainConfig`: every knob of one pretraining run, with units in the names and its flag.
 
 Each field is declared once, with its `python -m pipeline.pretrain` flag, default and help
-(`pipeline.cli_flags`). The CLI builds the config at the edge; Ray hands it to each worker as
+(`pipeline.cli.flags`). The CLI builds the config at the edge; Ray hands it to each worker as
 a plain dict (`to_dict`), turned back into the dataclass in one line (`PretrainConfig(**config_dict)`).
 `resolved()` fills the defaults that depend on the model, the machine or the clock once, on the
 driver, so every worker reads the same crop length, mask ratio, paths and sizes.
@@ -15,8 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline import paths
-from pipeline.cli_flags import (
+from pipeline.cli.flags import (
     field_flag,
     filled_by_program,
     flag,
@@ -30,6 +29,7 @@ from pipeline.pretrain.optim import LR_SCHEDULE_KINDS
 from pipeline.pretrain.resources import default_worker_cpus
 from pipeline.rankme.pool import MIN_POOL_CROPS
 from pipeline.shards.location import is_uri
+from pipeline.storage import paths
 from pipeline.tracking.setup import resolve_tracking_uri
 
 # Model config fields that are knobs of the run: given as `--override`, they move to their own field.

@@ -28,10 +28,8 @@ import safetensors.torch
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from pipeline.bucket_check import check_bucket
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
-from pipeline.cli_errors import UserError
-from pipeline.paths import default_ray_storage_dir, shards_dir_for
+from pipeline.cli.errors import UserError
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
@@ -45,9 +43,12 @@ from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume import announce_resume_point
 from pipeline.pretrain.resume_check import check_resume
 from pipeline.pretrain.stored_checkpoints import as_uri, missing_files
-from pipeline.ray_session import connect_ray
+from pipeline.session.ray_session import connect_ray
 from pipeline.shards.crops import check_segments_fit_crop
 from pipeline.shards.format import MANIFEST_NAME, read_manifest
+from pipeline.storage.bucket_check import check_bucket
+from pipeline.storage.paths import default_ray_storage_dir, shards_dir_for
+from pipeline.storage.writable import check_free_space, check_writable_dir, nearest_existing
 from pipeline.tracking.dataset import log_shards_input
 from pipeline.tracking.keys import RANKME_METRIC, TRAIN_STEPS_PARAM
 from pipeline.tracking.lifecycle import killed_on_interrupt
@@ -58,7 +59,6 @@ from pipeline.tracking.runs import (
     read_run,
     start_or_resume_run,
 )
-from pipeline.writable import check_free_space, check_writable_dir, nearest_existing
 
 __all__ = ["NonFiniteLossError", "PretrainConfig", "PretrainResult", "run_pretraining", "train_loop"]
 

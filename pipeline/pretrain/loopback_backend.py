@@ -3,7 +3,7 @@
 Ray Train joins its workers into a torch.distributed process group through a TCP store that rank 0
 serves. Whatever address the workers are given, torch's store listens on every interface (it binds
 the wildcard address), so a local run exposed an unauthenticated port to the network while every
-Ray server listens on 127.0.0.1 (pipeline.ray_session). For a local run the group meets through a
+Ray server listens on 127.0.0.1 (pipeline.session.ray_session). For a local run the group meets through a
 file instead (torch's FileStore: `init_method="file://..."`, no socket at all), and gloo's own
 connections between workers use the loopback device (`GLOO_SOCKET_IFNAME=lo`; NCCL's bootstrap
 likewise, `NCCL_SOCKET_IFNAME=lo`). That holds whenever every worker of the group is on one machine

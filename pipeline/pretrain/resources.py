@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.cli_errors import UserError
+from pipeline.cli.errors import UserError
 
 
 def default_worker_cpus(num_workers: int, cluster_cpus: float) -> float:

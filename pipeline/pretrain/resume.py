@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from pipeline.checkpoint import META_FILE, SIZES_KEY, CheckpointError, verify_checkpoint
-from pipeline.checkpoint_copy import copy_down
+from pipeline.storage.checkpoint_copy import copy_down
 
 CHECKPOINT_PREFIX = "checkpoint_step_"  # the loop names every checkpoint folder checkpoint_step_<step:08d>
 

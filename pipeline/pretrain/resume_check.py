@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.checkpoint import read_checkpoint_meta
-from pipeline.cli_errors import UserError
-from pipeline.cli_flags import field_flag
+from pipeline.cli.errors import UserError
+from pipeline.cli.flags import field_flag
 from pipeline.pretrain.config import PretrainConfig
 
 # What the weights, optimizer state and measured values depend on.

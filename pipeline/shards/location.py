@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipeline.storage_uri import child_location, is_uri
+from pipeline.storage.uri import child_location, is_uri
 
 __all__ = ["ShardLocation", "ShardLocationError", "is_uri", "locate_shards"]
 

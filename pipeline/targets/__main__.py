@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.bucket_check import check_bucket
-from pipeline.cli_errors import run_cli
+from pipeline.cli.errors import run_cli
 from pipeline.shards.format import read_manifest
+from pipeline.storage.bucket_check import check_bucket
 from pipeline.targets.codebook import (
     codebook_dir,
     finished_codebook,
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "targets")
 
 

@@ -31,9 +31,9 @@ from models.wave.hubert_codebook import (
     read_codebook,
 )
 from models.wave.hubert_teacher import FrozenHubertTeacher
-from pipeline.bucket_check import without_query
 from pipeline.shards.format import TARGETS_DIR_NAME, read_manifest
-from pipeline.storage_uri import child_location, is_uri
+from pipeline.storage.bucket_check import without_query
+from pipeline.storage.uri import child_location, is_uri
 from pipeline.targets.features import FEATURE_PARAMETERS, crop_features
 from pipeline.targets.kmeans import TooFewFramesError, fit_kmeans
 from pipeline.targets.sample import check_waveform_manifest, read_sample_crops

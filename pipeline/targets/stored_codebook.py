@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from models.wave.hubert_codebook import CODEBOOK_MANIFEST_NAME, MAKE_ONE, CodebookError
-from pipeline.bucket_check import open_uri, storage_error, without_query
-from pipeline.storage_uri import is_uri
+from pipeline.storage.bucket_check import open_uri, storage_error, without_query
+from pipeline.storage.uri import is_uri
 
 LOCAL_COPIES_DIR_NAME = "audioscale-codebooks"
 

@@ -27,6 +27,7 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
+from pipeline.storage.writable import check_local_store
 from pipeline.tracking.keys import RESUMED_PARAM_PREFIX
 from pipeline.tracking.lifecycle import OWNER_TAG, RunInUseError, owner_alive, this_owner
 from pipeline.tracking.param_text import as_typed, param_text
@@ -35,7 +36,6 @@ from pipeline.tracking.setup import code_version as code_version
 from pipeline.tracking.setup import resolve_tracking_uri as resolve_tracking_uri
 from pipeline.tracking.setup import uri_source
 from pipeline.tracking.store_lock import sqlite_path, store_lock
-from pipeline.writable import check_local_store
 
 # MLflow 3 opens an experiment on its GenAI traces page unless told it holds model training: the UI
 # reads this experiment tag (values in its bundle: "genai_development", "custom_model_development",

@@ -8,9 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipeline import paths
-from pipeline.cli_errors import UserError
-from pipeline.writable import nearest_existing
+from pipeline.cli.errors import UserError
+from pipeline.storage import paths
+from pipeline.storage.writable import nearest_existing
 
 CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
 
@@ -18,7 +18,7 @@ CODE_VERSION_ENV = "AUDIOSCALE_CODE_VERSION"
 def resolve_tracking_uri(uri: str | None = None) -> str:
     """An absolute tracking URI.
 
-    None -> `$MLFLOW_TRACKING_URI`, else `pipeline.paths.default_tracking_uri()`. A relative
+    None -> `$MLFLOW_TRACKING_URI`, else `pipeline.storage.paths.default_tracking_uri()`. A relative
     `sqlite:///x.db` or a bare file path (`runs/mlflow.db`, or a directory that then holds
     `mlflow.db`) becomes an absolute SQLite URI. Server URIs (http, https, databricks) pass through.
     """

@@ -2,8 +2,8 @@
 
 import argparse
 
-from pipeline.cli_errors import run_cli
-from sweeps.study.tracking import refit_study
+from pipeline.cli.errors import run_cli
+from sweeps.study.law_analysis import refit_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli_errors)."""
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
     return run_cli(main, "sweeps.laws")
 
 

@@ -1,0 +1,1 @@
+"""The bottom floor of `sweeps`: what a study does to each trial (its recipe and the early-stop rule)."""

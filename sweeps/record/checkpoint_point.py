@@ -43,7 +43,7 @@ class CheckpointPoint:
     rankme: float  # on the study's RankMe pool
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
-    q_ci: tuple[float, float] = (math.nan, math.nan)  # Q's 95% interval (sweeps.study.trial.q_interval)
+    q_ci: tuple[float, float] = (math.nan, math.nan)  # Q's 95% interval (sweeps.study.trainable.q_interval)
 
     def metrics(self, *, with_rankme: bool = True) -> dict[str, float]:
         """The point's MLflow metrics, rounded (Q_DECIMALS, RANKME_DECIMALS); the interval only where

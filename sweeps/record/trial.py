@@ -43,7 +43,7 @@ class TrialRecord:
     rankme_by_step: dict[int, float]  # over training: early prediction
     q: float
     task_scores: dict[str, float] = field(default_factory=dict)
-    # 95% interval of Q (sweeps.study.trial.q_interval): over probe seeds, or over test clips for the
+    # 95% interval of Q (sweeps.study.trainable.q_interval): over probe seeds, or over test clips for the
     # deterministic probes (`q_interval_over` says which); NaN where neither exists.
     q_ci_low: float = math.nan
     q_ci_high: float = math.nan
@@ -157,7 +157,7 @@ def mark_trial_stopped_early(
 
 
 def trial_row(run: RunDict) -> dict[str, Any]:
-    """One row of the trial table (sweeps.report.fits) from any child run of the study."""
+    """One row of the trial table (sweeps.report.study_fits) from any child run of the study."""
     params, metrics, tags = run["params"], run["metrics"], run["tags"]
     row: dict[str, Any] = {name: params.get(name) for name in keys.TEXT_PARAMS}
     row.update({name: number(params.get(name)) for name in keys.NUMERIC_PARAMS})

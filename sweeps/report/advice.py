@@ -39,7 +39,7 @@ from sweeps.laws.forms import ChinchillaLaw, JointLaw
 from sweeps.laws.optimizer import FitNotConvergedError
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import Q_METRIC, TRAIN_LOSS_COLUMN
-from sweeps.report.fits import usable_trials
+from sweeps.report.study_fits import usable_trials
 
 MIN_DISTINCT = 3
 MAX_EXTRAPOLATION = 100.0

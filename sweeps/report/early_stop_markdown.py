@@ -13,7 +13,7 @@ from sweeps.protocol.early_stop_rule import (
 )
 from sweeps.record.keys import Q_METRIC
 from sweeps.report.early_prediction import simulate_rankme_early_stop
-from sweeps.report.fits import usable_trials
+from sweeps.report.study_fits import usable_trials
 
 
 def row_names(trials: pd.DataFrame) -> list[str]:

@@ -1,6 +1,6 @@
 """A study's figures: Q against RankMe and scale with the fitted laws, Q(N, D) iso-lines, early RankMe.
 
-Pure functions: a trial table (see sweeps.report.fits) and its fits in, matplotlib figures out,
+Pure functions: a trial table (see sweeps.report.study_fits) and its fits in, matplotlib figures out,
 drawn for print (sweeps.report.figure_style): one colour per trial, the same in every figure and in
 the MLflow UI (sweeps.report.run_colours), trial labels that never overlap and legends outside the
 data (sweeps.report.label_layout), one-line titles. Writing them to MLflow or disk is the caller's
@@ -40,16 +40,16 @@ from sweeps.report.figure_style import (
     readable_log_ticks,
     trial_names,
 )
-from sweeps.report.fits import (
+from sweeps.report.label_layout import add_point_label, legend_below, settle
+from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.run_colours import text_colour, trial_colours
+from sweeps.report.study_fits import (
     CONVERGED_VIEW,
     SATURATING_LAWS,
     StudyFits,
     converged_rows,
     usable_trials,
 )
-from sweeps.report.label_layout import add_point_label, legend_below, settle
-from sweeps.report.q_trend import check_q_of_r
-from sweeps.report.run_colours import text_colour, trial_colours
 from sweeps.report.study_info import StudyInfo, quality_axis_label, rankme_axis_label
 
 # Inches. A two-column paper's full width is about 7; each figure is drawn at the size it prints at.

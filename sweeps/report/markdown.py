@@ -1,7 +1,7 @@
 """A study's markdown report, readable without opening code: the trials, the Q(R) trend, the fitted
 laws, RankMe's early signal and the early-stop replay, per-task scores, the figures, the method.
 
-Pure functions: a trial table (see sweeps.report.fits) and its fits in, markdown text out (the
+Pure functions: a trial table (see sweeps.report.study_fits) and its fits in, markdown text out (the
 figures it links are sweeps.report.figures'). Writing it to MLflow or disk is the caller's job.
 """
 
@@ -18,15 +18,15 @@ from sweeps.report.architectures import architecture_markdown
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.early_prediction import early_prediction_markdown
 from sweeps.report.early_stop_markdown import early_stop_section, row_names
-from sweeps.report.fits import (
+from sweeps.report.q_of_r_markdown import q_of_r_section
+from sweeps.report.rankme_pool_check import rankme_pool_lines
+from sweeps.report.seed_spread import seed_spread_markdown
+from sweeps.report.study_fits import (
     StudyFits,
     parameters_disagree,
     task_score_columns,
     usable_trials,
 )
-from sweeps.report.q_of_r_markdown import q_of_r_section
-from sweeps.report.rankme_pool_check import rankme_pool_lines
-from sweeps.report.seed_spread import seed_spread_markdown
 from sweeps.report.study_info import StudyInfo
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, q_inf_reaches_one, task_laws_markdown
 

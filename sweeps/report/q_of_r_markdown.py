@@ -7,9 +7,9 @@ import pandas as pd
 
 from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
-from sweeps.report.fits import StudyFits, usable_trials
 from sweeps.report.intervals import q_intervals
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.study_fits import StudyFits, usable_trials
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 

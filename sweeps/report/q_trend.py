@@ -26,9 +26,9 @@ import pandas as pd
 from sweeps.laws.result import LawFit
 from sweeps.record.keys import Q_METRIC
 from sweeps.report.checkpoints import checkpoint_rows
-from sweeps.report.fits import SATURATING_LAWS, StudyFits, usable_trials
 from sweeps.report.intervals import q_intervals
 from sweeps.report.rank_trend import no_monotone_trend
+from sweeps.report.study_fits import SATURATING_LAWS, StudyFits, usable_trials
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 
 MIN_RELATIVE_X_SPAN = 0.05

@@ -10,7 +10,7 @@ Matching that alone is not enough for a figure: with 29 colours, two of a study'
 colour about one time in three, and the palette holds ramps of one hue (#facb66 / #f2be88, ΔE 23),
 so a trial whose colour is that close to an earlier trial's (table order) takes the palette colour
 farthest from those already used. The study analysis then pins every trial's colour on its run
-(`mlflow.runColor`, sweeps.study.tracking), so the UI shows the figure's colour whatever it would
+(`mlflow.runColor`, sweeps.study.law_analysis), so the UI shows the figure's colour whatever it would
 have picked, and a colour chosen in the UI is the figures' from the next refit on.
 """
 

@@ -13,10 +13,10 @@ from sweeps.record.keys import Q_METRIC, REPORT_DIR, TASK_SCORE_PREFIX
 from sweeps.record.view import run_page_url, study_view_url
 from sweeps.report.checkpoints import checkpoint_rows
 from sweeps.report.comparisons import Comparisons, baseline_lines, gain_interval, initialisation_lines
-from sweeps.report.fits import StudyFits, task_score_columns, usable_trials
 from sweeps.report.intervals import Z_95, IntervalVerdict, q_intervals
 from sweeps.report.q_of_r_markdown import point_names
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.study_fits import StudyFits, task_score_columns, usable_trials
 from sweeps.report.study_info import StudyInfo, rankme_axis_label
 from sweeps.report.task_laws import NO_CEILING, q_inf_pinned_at_one, q_inf_reaches_one
 

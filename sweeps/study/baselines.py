@@ -28,14 +28,14 @@ import torch
 from pipeline.audio.frontend import get_preset
 from pipeline.evaluate.baselines import BaselineSetup, measure_baselines
 from pipeline.evaluate.positive_control import ControlConfig
-from pipeline.paths import audioscale_home
 from pipeline.shards.format import read_manifest
+from pipeline.storage.paths import audioscale_home
 from pipeline.tracking import runs as tracking
 from sweeps.record.baseline import BaselineRecord
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
-from sweeps.study.trial import study_shards_dir, trial_pretrain_config
+from sweeps.study.trainable import study_shards_dir, trial_pretrain_config
 
 BASELINE_SEED = 0  # the initialisation baseline's weights; each trial's own step 0 has its own seed
 

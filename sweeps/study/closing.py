@@ -13,7 +13,7 @@ from sweeps.record.study import read_study_settings
 from sweeps.record.view import write_study_view
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
 from sweeps.study.grids import parse_grid_names
-from sweeps.study.tracking import study_info
+from sweeps.study.law_analysis import study_info
 
 
 def closing_lines(outcome: Any, *, tracking_uri: str, bin_dir: str | Path) -> list[str]:

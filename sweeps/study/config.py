@@ -1,6 +1,6 @@
 """`StudyConfig`: what one `python -m sweeps.scaling` study asks for, each setting declared once.
 
-Every field carries its flag (pipeline.cli_flags), so `sweeps.scaling` generates its parser from
+Every field carries its flag (pipeline.cli.flags), so `sweeps.scaling` generates its parser from
 this class and a `--config FILE.toml` recipe sets the same fields by name: the study's own in a
 `[study]` table, the pretraining and evaluation settings in `[pretrain]` and `[evaluate]` (the
 sections, as torchtitan's job config groups its settings). A setting left None is the policy of
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.cli_flags import filled_by_program, flag, section
+from pipeline.cli.flags import filled_by_program, flag, section
 from pipeline.evaluate.baselines import BASELINES
 from pipeline.evaluate.probes.scene import SCENE_PROBES
 from sweeps.protocol.early_stop_rule import (
@@ -24,7 +24,7 @@ from sweeps.protocol.recipe import EVAL_CHECKPOINTS, RECIPES, eval_seeds_for
 from sweeps.study.grids import GRIDS, OBJECTIVES, PROFILES
 
 # The trial runner Ray workers import by name: pretrain, then evaluate.
-REAL_TRIAL_RUNNER = "sweeps.study.trial:run_pretrain_and_evaluate"
+REAL_TRIAL_RUNNER = "sweeps.study.trainable:run_pretrain_and_evaluate"
 # The --config tables: the study's own fields, then one per section.
 CONFIG_TABLES = "[study], [pretrain], [evaluate]"
 
@@ -117,7 +117,7 @@ class StudyConfig:
     study_name: str | None = flag("--study", None, "study name (default: <grid>-<profile>)")
     resume: bool = flag("--resume", False, "continue a study: finished trials are not re-run")
 
-    # Where it reads and writes; None: the embedded defaults (pipeline.paths).
+    # Where it reads and writes; None: the embedded defaults (pipeline.storage.paths).
     tracking_uri: str | None = flag("--tracking-uri", None, "MLflow store (default: the embedded SQLite file)")
     storage_path: str | None = flag("--storage-path", None, "Ray run storage (shared storage on clusters)")
     corpus_dir: str | None = flag(

@@ -15,7 +15,7 @@ The arithmetic `--plan --gpu h100|a100 --mfu 0.4 --gpus N` prints (`sweeps.study
   and without it (or a GPU) plain AdamW runs (`pipeline.pretrain.optim.optimizer_choice`): 12 B/param,
   which the total states as well.
 - Shards: hours x the measured bytes per hour of log-mel shards; a study stores one shard set per
-  distinct (front-end preset, hours), as `sweeps.study.trial.prepare_study_shards` builds them.
+  distinct (front-end preset, hours), as `sweeps.study.trainable.prepare_study_shards` builds them.
 """
 
 from __future__ import annotations

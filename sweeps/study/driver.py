@@ -9,7 +9,7 @@ With `rankme_early_stop`, a `RankMeEarlyStopScheduler` stops trials whose RankMe
 check step; the driver then marks their child runs "stopped_early" (done: no Q, not re-run).
 
 The trial runner is a "module:function" path taking (TrialSpec, StudyContext, child run) and
-returning a TrialRecord (sweeps.record.trial); Ray workers import it by name. The real one is sweeps.study.trial's
+returning a TrialRecord (sweeps.record.trial); Ray workers import it by name. The real one is sweeps.study.trainable's
 pretrain-then-evaluate; the driver first builds the shard sets its trials need.
 """
 
@@ -25,9 +25,9 @@ import pandas as pd
 import ray
 from ray import tune
 
-from pipeline import paths
 from pipeline.defaults import build_default_inputs
-from pipeline.ray_session import connect_ray
+from pipeline.session.ray_session import connect_ray
+from pipeline.storage import paths
 from pipeline.tracking import runs as tracking
 from pipeline.tracking.lifecycle import killed_on_interrupt
 from sweeps.record import keys
@@ -35,7 +35,7 @@ from sweeps.record.keys import STUDY_EXPERIMENT, child_run_name
 from sweeps.record.study import StudySettings, read_study, read_study_settings
 from sweeps.record.trial import TrialRecord, mark_trial_failed, mark_trial_stopped_early
 from sweeps.report.comparisons import Comparisons
-from sweeps.report.fits import StudyFits
+from sweeps.report.study_fits import StudyFits
 from sweeps.study.baselines import BaselinesInProgress, study_baseline_setup
 from sweeps.study.beside_trials import StartOnceEveryTrialStarted
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
@@ -46,11 +46,11 @@ from sweeps.study.early_stop import (
     summarize_study_table,
 )
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.law_analysis import log_study_analysis, study_comparisons
 from sweeps.study.phase_times import PhaseClock
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
-from sweeps.study.tracking import log_study_analysis, study_comparisons
-from sweeps.study.trial import existing_shard_sets, prepare_study_shards
+from sweeps.study.trainable import existing_shard_sets, prepare_study_shards
 
 __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from pipeline.cli_errors import UserError
-from pipeline.evaluate.hear_module import HearModule
+from pipeline.cli.errors import UserError
 from pipeline.evaluate.run import EvaluationResult, write_results
 from pipeline.evaluate.tracking import evaluation_metrics
+from pipeline.interop.hear_module import HearModule
 from pipeline.rankme.pool import RankMePool
 from pipeline.tracking import runs as tracking
 from sweeps.record.external_point import ExternalPoint

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.evaluate.task_data import list_task_dirs, read_task_info
+from pipeline.task_format.reader import list_task_dirs, read_task_info
 from sweeps.record.study import StudyRecord
 
 ACCEPT_FLAG = "--accept-task-set"

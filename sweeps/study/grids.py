@@ -250,7 +250,7 @@ TRAIN_SEED_SUFFIX = "-seed"
 def with_train_seeds(trials: list[TrialSpec], train_seeds: int) -> list[TrialSpec]:
     """Each configuration trained `train_seeds` times: the first replicate keeps the configuration's
     name (a study run with one seed gains more on --resume), the others add `-seed<k>`; every
-    trial's seed derives from its name (sweeps.study.trial.trial_seed), and all replicates name the
+    trial's seed derives from its name (sweeps.study.trainable.trial_seed), and all replicates name the
     configuration, the bootstrap unit of the fits. One seed: the trials as they are."""
     if train_seeds < 1:
         raise ValueError(f"--train-seeds must be at least 1, got {train_seeds}")

@@ -11,8 +11,8 @@ import pandas as pd
 
 from pipeline.tracking import runs as tracking
 from sweeps.record.keys import ON_FRONTIER_METRIC, Q_C_FRONTIER_TAG, RUN_ID_COLUMN, TRIAL_PARAM
-from sweeps.report.fits import StudyFits, parameters_disagree, usable_trials
 from sweeps.report.markdown import extrapolation_cell
+from sweeps.report.study_fits import StudyFits, parameters_disagree, usable_trials
 
 
 def metric_key(law_name: str) -> str:

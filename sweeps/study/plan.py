@@ -1,7 +1,7 @@
 """`python -m sweeps.scaling --grid NAME --plan`: every trial's resolved configuration and cost, nothing run.
 
 A trial's pretraining fields come from `sweeps.protocol.recipe.trial_overrides`, the same call the real
-trial makes (`sweeps.study.trial.trial_pretrain_config`), so the plan shows what would run. Each
+trial makes (`sweeps.study.trainable.trial_pretrain_config`), so the plan shows what would run. Each
 trial, and the study in total, is priced by `sweeps.study.cost` on the GPU, MFU and GPU count the
 command gives (--gpu, --mfu, --gpus). No Ray.
 """

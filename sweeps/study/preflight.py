@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.bucket_check import check_bucket
 from pipeline.corpus.tasks.build import TASK_BUILDERS
-from pipeline.evaluate.task_data import check_task_files, list_task_dirs, read_task_info
-from pipeline.storage_uri import is_uri
+from pipeline.storage.bucket_check import check_bucket
+from pipeline.storage.uri import is_uri
+from pipeline.storage.writable import check_writable_dir
+from pipeline.task_format.reader import check_task_files, list_task_dirs, read_task_info
 from pipeline.tracking import runs as tracking
-from pipeline.writable import check_writable_dir
 from sweeps.protocol.task_set import TaskSetCheck, check_task_set
 from sweeps.study.config import StudyConfig
 

@@ -6,7 +6,7 @@ process only: a `ray stop` would stop every Ray instance on the machine.
 
 Its own short --temp-dir also keeps `ray_current_cluster` out of /tmp/ray: left there after the
 head stops, it makes every later `ray.init(num_cpus=...)` on the machine try to join it.
-With clusters switched off ($RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, as pipeline.ray_session does for
+With clusters switched off ($RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, as pipeline.session.ray_session does for
 its own local Ray) the node's IP is 127.0.0.1: auth is off, so nothing may listen outward.
 """
 

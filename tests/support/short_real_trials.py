@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sweeps.study.trial import run_pretrain_and_evaluate
+from sweeps.study.trainable import run_pretrain_and_evaluate
 
 SHORT_STEPS = 4
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.cli_errors import run_cli
+from pipeline.cli.errors import run_cli
 from pipeline.tracking import runs as tracking
 from sweeps.advise import main
 from sweeps.laws.forms import ChinchillaLaw

@@ -23,7 +23,7 @@ from sweeps.record.keys import EXTERNAL_TAG, STUDY_EXPERIMENT, TASK_SET_TAG
 from sweeps.record.rankme_pool import RankMePoolRecord
 from sweeps.record.trial import TrialRecord
 from tests.conftest import REPO_ROOT
-from tests.pipeline.test_cli_errors import assert_one_line_error
+from tests.pipeline.cli.test_errors import assert_one_line_error
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.waveform_pool_fixtures import CROP_FRAMES, write_audio_shards
 

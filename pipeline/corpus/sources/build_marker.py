@@ -11,11 +11,13 @@ import json
 import shutil
 from pathlib import Path
 
+from pipeline.cli.errors import UserError
+
 COMPLETE_MARKER = ".build_complete.json"
 IN_PROGRESS_MARKER = ".build_in_progress"
 
 
-class OutputDirectoryError(RuntimeError):
+class OutputDirectoryError(UserError):
     """The output directory holds something other than a build with these settings."""
 
 

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+from pipeline.cli.errors import UserError
+
 PACKAGE_LICENSES: dict[str, str] = {
     "asterisk-core-sounds-en-wav": "CC-BY-SA-3.0 (Allison Smith, Digium)",
     "asterisk-core-sounds-es-wav": "CC-BY-SA-3.0 (Allison Smith, Digium)",
@@ -43,8 +45,9 @@ PACKAGE_LICENSES: dict[str, str] = {
 }
 
 
-class MissingPackagesError(RuntimeError):
-    """Debian packages a build needs are absent and this process cannot install them."""
+class MissingPackagesError(UserError):
+    """Debian packages a build needs are absent and this process cannot install them (the message
+    says which, and the command that installs them)."""
 
 
 def missing_packages(packages: list[str]) -> list[str]:

@@ -26,8 +26,8 @@ from pipeline.corpus.sources import (
     soundfonts,
 )
 from pipeline.corpus.sources.audio_io import convert_to_16k_wav, write_wav_16k
-from pipeline.corpus.sources.parallel import map_ordered
 from pipeline.corpus.sources.records import SourceClip
+from pipeline.session.worker_pool import map_ordered
 
 # Hours per source for the default 3-hour corpus; `--hours` scales them all alike. Sources with
 # less audio than their budget (music, drums, effects) contribute everything they have.

@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.corpus.sources.audio_io import decode_16k_mono
 from pipeline.corpus.sources.holdout import word_split
-from pipeline.corpus.sources.parallel import map_ordered
+from pipeline.session.worker_pool import map_ordered
 
 # language -> (espeak-ng voice, word list, its Debian package, its encoding)
 LANGUAGES: dict[str, tuple[str, Path, str, str]] = {

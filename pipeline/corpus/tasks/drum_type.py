@@ -12,9 +12,9 @@ import numpy as np
 from pipeline.corpus.sources.audio_io import decode_or_reason
 from pipeline.corpus.sources.holdout import DRUM_TEST_KITS, DRUM_VALID_KITS
 from pipeline.corpus.sources.hydrogen import DRUM_CLASSES, prepare_hydrogen_drums
-from pipeline.corpus.sources.parallel import map_ordered
 from pipeline.corpus.tasks.clip_shaping import shape_clip
 from pipeline.corpus.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
+from pipeline.session.worker_pool import map_ordered
 
 SAMPLE_DURATION_S = 2.0
 TINY_CLIPS_PER_CLASS = 3

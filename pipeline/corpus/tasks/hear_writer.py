@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.corpus.sources.audio_io import write_wav_16k
-from pipeline.corpus.sources.parallel import map_ordered
 from pipeline.corpus.tasks.clip_shaping import seconds_to_samples
+from pipeline.session.worker_pool import map_ordered
 
 SPLITS = ("train", "valid", "test")
 TASK_FORMAT_VERSION = "audioscale-1"
@@ -32,7 +32,7 @@ class TaskSpec:
     held_out: str  # what the test split holds out, e.g. "soundfont"
     notes: str = ""  # caveats a user must know (confounds, small sizes)
     label_kind: str = (
-        ""  # what the labels name; LANGUAGE_LABEL_KIND marks language-ID tasks (pipeline.evaluate.task_data)
+        ""  # what the labels name; LANGUAGE_LABEL_KIND marks language-ID tasks (pipeline.task_format.reader)
     )
 
 

@@ -16,10 +16,10 @@ import numpy as np
 from pipeline.corpus.sources.asterisk import prepare_asterisk_prompts
 from pipeline.corpus.sources.audio_io import decode_or_reason
 from pipeline.corpus.sources.holdout import LANGUAGE_SECOND_SPEAKERS, prompt_split
-from pipeline.corpus.sources.parallel import map_ordered
 from pipeline.corpus.tasks.clip_shaping import seconds_to_samples, shape_clip
 from pipeline.corpus.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
-from pipeline.evaluate.task_data import LANGUAGE_LABEL_KIND
+from pipeline.session.worker_pool import map_ordered
+from pipeline.task_format.reader import LANGUAGE_LABEL_KIND
 
 LANGUAGES = ("en", "es", "fr", "it", "ru")
 SAMPLE_DURATION_S = 4.0

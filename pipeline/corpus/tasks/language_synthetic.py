@@ -18,7 +18,7 @@ from pipeline.corpus.sources.holdout import (
 )
 from pipeline.corpus.tasks.clip_shaping import shape_clip, trim_leading_silence
 from pipeline.corpus.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
-from pipeline.evaluate.task_data import LANGUAGE_LABEL_KIND
+from pipeline.task_format.reader import LANGUAGE_LABEL_KIND
 
 LANGUAGES = tuple(sorted(espeak.LANGUAGES))
 SAMPLE_DURATION_S = 4.0

@@ -16,10 +16,10 @@ from pipeline.corpus.sources.asterisk import prepare_asterisk_prompts
 from pipeline.corpus.sources.audio_io import decode_or_reason
 from pipeline.corpus.sources.fillets import prepare_fillets_dialogue
 from pipeline.corpus.sources.holdout import SPEAKER_COUNT_TEST_SPEAKERS
-from pipeline.corpus.sources.parallel import map_ordered
 from pipeline.corpus.sources.records import SourceClip
 from pipeline.corpus.tasks.clip_shaping import normalize_loudness, seconds_to_samples
 from pipeline.corpus.tasks.hear_writer import LabeledClip, TaskBuild, TaskSpec
+from pipeline.session.worker_pool import map_ordered
 
 COUNTS = (1, 2, 3, 4)
 SAMPLE_DURATION_S = 4.0

@@ -1,7 +1,7 @@
 """Language-ID probe: the model zoo's attentive-pooling head trained on frozen frame embeddings.
 
 For tasks marked language-ID (`label_kind: "language"` in task_metadata.json, see
-pipeline.evaluate.task_data), `python -m pipeline.evaluate --lid-head self|performer|agent` scores the task
+pipeline.task_format.reader), `python -m pipeline.evaluate --lid-head self|performer|agent` scores the task
 with `models.heads.lid_head.LanguageIdHead` (attention over frames, attentive statistics pooling, a linear
 classifier) on each clip's frame features, instead of the HEAR MLP on their mean: the order and
 spread of frames, which the mean discards, is where spoken language lives.
@@ -29,7 +29,7 @@ from models.heads.lid_head import LanguageIdHead
 from pipeline.evaluate.probes.metrics import score_predictions
 from pipeline.evaluate.probes.seeds import score_over_seeds_and_folds
 from pipeline.evaluate.scores import TaskScore
-from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
+from pipeline.task_format.reader import ProbeSplit, TaskInfo
 
 PREDICT_BATCH_CLIPS = 256
 

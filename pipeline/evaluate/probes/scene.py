@@ -33,7 +33,7 @@ from pipeline.evaluate.probes.linear import (
 )
 from pipeline.evaluate.probes.seeds import score_over_seeds_and_folds
 from pipeline.evaluate.scores import TaskScore
-from pipeline.evaluate.task_data import ProbeSplit, TaskInfo
+from pipeline.task_format.reader import ProbeSplit, TaskInfo
 
 DEFAULT_SEEDS = 3
 

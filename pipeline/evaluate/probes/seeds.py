@@ -14,7 +14,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from pipeline.evaluate.scores import TaskScore, task_score_from_seeds
-from pipeline.evaluate.task_data import ProbeSplit, TaskInfo, probe_splits
+from pipeline.task_format.reader import ProbeSplit, TaskInfo, probe_splits
 
 
 class FoldResult(Protocol):

@@ -25,8 +25,8 @@ from pipeline.evaluate.probes.knn import KnnProbeConfig
 from pipeline.evaluate.probes.scene import probe_task
 from pipeline.evaluate.probes.seeds import fold_test_replicates
 from pipeline.evaluate.scores import paired_interval, quality_q_replicates
-from pipeline.evaluate.task_data import list_task_dirs, read_task_info
 from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.task_format.reader import list_task_dirs, read_task_info
 from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 
 

@@ -14,7 +14,7 @@ from pipeline.checkpoint import save_model_checkpoint
 from pipeline.evaluate.__main__ import main
 from pipeline.evaluate.probes.grid import PROBE_SCHEDULES, ProbeTrainingConfig
 from pipeline.evaluate.run import evaluate_checkpoint
-from pipeline.evaluate.task_data import TaskFormatError
+from pipeline.task_format.reader import TaskFormatError
 from pipeline.tracking.runs import list_artifacts, read_run, start_or_resume_run
 from tests.support.hear_task_fixtures import build_tiny_tasks
 

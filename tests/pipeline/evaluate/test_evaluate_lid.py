@@ -13,7 +13,7 @@ from pipeline.evaluate.__main__ import main
 from pipeline.evaluate.probes.grid import QUICK_PROBE_TRAINING
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.run import evaluate_checkpoint
-from pipeline.evaluate.task_data import read_task_info
+from pipeline.task_format.reader import read_task_info
 from pipeline.tracking.runs import read_run
 from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 

@@ -12,8 +12,8 @@ import torch
 from models import build_model
 from pipeline.evaluate import input_cache
 from pipeline.evaluate.embeddings import FrameEmbedder
-from pipeline.evaluate.task_data import read_task_info
 from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.task_format.reader import read_task_info
 from tests.support.hear_task_fixtures import build_tiny_tasks
 
 

@@ -11,8 +11,8 @@ from pipeline.evaluate.embeddings import FrameEmbedder
 from pipeline.evaluate.positive_control import ControlConfig, train_positive_control, training_clips
 from pipeline.evaluate.probes.knn import KnnProbeConfig
 from pipeline.evaluate.probes.scene import probe_task
-from pipeline.evaluate.task_data import probe_splits, read_split_labels, read_task_info
 from pipeline.evaluate.task_embeddings import embed_task
+from pipeline.task_format.reader import probe_splits, read_split_labels, read_task_info
 from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 
 

@@ -14,7 +14,7 @@ from pipeline.evaluate.probes.lid import (
     probe_task_lid,
     train_lid_probe,
 )
-from pipeline.evaluate.task_data import TaskInfo
+from pipeline.task_format.reader import TaskInfo
 
 # Class k: frames drawn with spread FRAME_SPREADS[k] around one shared offset: the class is in the
 # frames' spread (the std the attentive statistics pooling computes), not in where they sit.

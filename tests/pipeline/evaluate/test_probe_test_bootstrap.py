@@ -13,7 +13,7 @@ from pipeline.evaluate.probes.bootstrap import bootstrap_test_scores, percentile
 from pipeline.evaluate.probes.metrics import per_clip_hits, score_predictions
 from pipeline.evaluate.probes.scene import probe_task, scene_probe, split_arrays
 from pipeline.evaluate.scores import quality_q_test_interval
-from pipeline.evaluate.task_data import TaskInfo
+from pipeline.task_format.reader import TaskInfo
 
 
 def _logits_with_accuracy(n: int, n_classes: int, accuracy: float, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

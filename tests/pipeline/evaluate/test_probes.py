@@ -19,7 +19,7 @@ from pipeline.evaluate.probes.grid import (
 from pipeline.evaluate.probes.metrics import score_predictions
 from pipeline.evaluate.probes.mlp import HIDDEN_UNITS, StackedProbeMLPs
 from pipeline.evaluate.probes.scene import probe_task, split_arrays
-from pipeline.evaluate.task_data import TaskInfo
+from pipeline.task_format.reader import TaskInfo
 
 # A short schedule keeps the tests fast; the protocol itself (grid, patience, validation cadence)
 # is unchanged.

@@ -16,7 +16,7 @@ from pipeline.evaluate.probes.scene import (
     scene_probe,
     split_arrays,
 )
-from pipeline.evaluate.task_data import TaskInfo
+from pipeline.task_format.reader import TaskInfo
 
 
 def _blobs(n: int, n_classes: int, dim: int, *, separation: float, seed: int, random_labels: bool = False):

@@ -10,7 +10,7 @@ import torch
 
 import models
 from pipeline.checkpoint import save_model_checkpoint
-from tests.pipeline.test_cli_errors import assert_one_line_error, run_cli
+from tests.pipeline.cli.test_errors import assert_one_line_error, run_cli
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.waveform_pool_fixtures import write_audio_shards
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from pipeline.cli_errors import run_cli as run_main
+from pipeline.cli.errors import run_cli as run_main
 from pipeline.evaluate.__main__ import main
-from tests.pipeline.test_cli_errors import assert_one_line_error, run_cli
+from tests.pipeline.cli.test_errors import assert_one_line_error, run_cli
 from tests.support import hear_task_fixtures
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.tiny_checkpoint import tiny_checkpoint

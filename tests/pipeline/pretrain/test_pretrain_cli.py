@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from pipeline.cli_flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
+from pipeline.cli.flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
 from pipeline.pretrain.__main__ import build_parser, config_from_args, parse_override
 from pipeline.pretrain.config import PretrainConfig
 

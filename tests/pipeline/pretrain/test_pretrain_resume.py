@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli_errors import UserError
+from pipeline.cli.errors import UserError
 from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.tracking import runs as tracking
 from tests.support.pretrain_testdata import make_tiny_shards

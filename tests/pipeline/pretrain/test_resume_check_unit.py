@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.cli_errors import UserError
+from pipeline.cli.errors import UserError
 from pipeline.pretrain.config import PretrainConfig
 from pipeline.pretrain.resume_check import check_resume
 

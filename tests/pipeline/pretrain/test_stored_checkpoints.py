@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from pipeline.checkpoint_copy import copy_up
 from pipeline.pretrain.stored_checkpoints import as_uri, missing_files
+from pipeline.storage.checkpoint_copy import copy_up
 from tests.pipeline.test_checkpoint_integrity import _write_checkpoint
 
 

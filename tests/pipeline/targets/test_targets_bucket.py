@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from models.wave.hubert_codebook import CENTROIDS_NAME, CodebookError, read_codebook
-from pipeline.checkpoint_copy import copy_up
-from pipeline.cli_errors import run_cli
+from pipeline.cli.errors import run_cli
+from pipeline.storage.checkpoint_copy import copy_up
 from pipeline.targets import ensure_codebook
 from pipeline.targets.__main__ import main
 from pipeline.targets.stored_codebook import local_codebook

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from models.wave.hubert_codebook import CENTROIDS_NAME, CodebookError, read_codebook
-from pipeline.cli_errors import run_cli
+from pipeline.cli.errors import run_cli
 from pipeline.prep.output import prepare_output_dir
 from pipeline.targets import ensure_codebook
 from pipeline.targets.__main__ import main

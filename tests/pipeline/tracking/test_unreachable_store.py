@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.pipeline.test_cli_errors import assert_one_line_error, run_cli
+from tests.pipeline.cli.test_errors import assert_one_line_error, run_cli
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.tiny_checkpoint import tiny_checkpoint
 
@@ -74,7 +74,7 @@ def test_external_refuses_a_dead_server_before_scoring(dead_server, tmp_path):
 def test_evaluation_keeps_its_scores_when_the_store_stops_answering(dead_server, checkpoint, tmp_path, monkeypatch):
     """The up-front check passed, then the server went away: the scores are on disk and the error
     says where (the run under test is `_evaluate`, which main calls after the check)."""
-    from pipeline.cli_errors import UserError
+    from pipeline.cli.errors import UserError
     from pipeline.evaluate.__main__ import _evaluate, parse_config, probe_training_from
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # fail at once instead of minutes of retries

@@ -9,7 +9,7 @@ import pytest
 from sweeps.laws.envelope import ENVELOPE, ENVELOPE_TOLERANCE, envelope_shortfall, fit_envelope
 from sweeps.laws.fits import fit_saturating
 from sweeps.laws.frontier import frontier_mask
-from sweeps.report.fits import fit_study_laws
+from sweeps.report.study_fits import fit_study_laws
 
 # Eq. 6 with Q_inf 0.80, C_c 500, alpha 0.5; the frontier points scatter by up to 0.02 on both
 # sides, and three runs below the frontier (of other sizes) never set a new best.

@@ -37,7 +37,7 @@ def test_input_order_does_not_matter():
 def test_intervals_that_touch_at_a_bound_do_not_disagree_but_separate_ones_do():
     from types import SimpleNamespace
 
-    from sweeps.report.fits import parameters_disagree
+    from sweeps.report.study_fits import parameters_disagree
 
     # The reference reaches Q_inf = 1 as 1 - 9e-14; the alternative's bound is exactly 1.
     reference = SimpleNamespace(ci={"q_inf": (1 - 9e-14, 1 - 9e-14), "alpha": (0.2, 0.3)})

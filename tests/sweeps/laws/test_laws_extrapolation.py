@@ -8,8 +8,8 @@ import re
 import numpy as np
 
 from sweeps.laws.fits import fit_saturating
-from sweeps.report.fits import StudyFits
 from sweeps.report.markdown import fit_table_markdown
+from sweeps.report.study_fits import StudyFits
 
 X = np.array([10.0, 20.0, 40.0, 80.0, 160.0, 320.0])
 Q = np.array([0.40, 0.50, 0.57, 0.62, 0.65, 0.67])

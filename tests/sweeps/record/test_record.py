@@ -15,7 +15,7 @@ from sweeps.record.keys import RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT, child_run
 from sweeps.record.rankme_pool import RankMePoolRecord, read_rankme_pool
 from sweeps.record.study import StudyNotFoundError, read_study
 from sweeps.record.trial import TrialRecord, mark_trial_failed
-from sweeps.study.tracking import log_study_analysis, refit_study
+from sweeps.study.law_analysis import log_study_analysis, refit_study
 
 STUDY = "record-study"
 POOL = RankMePoolRecord(shards_dir="/data/shards/mel128", crop_frames=1024, n=600, fingerprint="0123abcd")

@@ -15,7 +15,6 @@ import pytest
 from sweeps.record.keys import POINTS_COLUMN, RUN_COLOUR_COLUMN, RUN_ID_COLUMN
 from sweeps.report.figure_files import PNG_DPI, figure_files
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.run_colours import (
     MIN_COLOUR_DISTANCE,
     MLFLOW_RUN_PALETTE,
@@ -23,6 +22,7 @@ from sweeps.report.run_colours import (
     mlflow_run_colour,
     trial_colours,
 )
+from sweeps.report.study_fits import fit_study_laws
 from sweeps.report.study_info import StudyInfo
 
 RUN_IDS = ("d57752e41682472e939c3fafd82fffb1", "4a2dd878e4b1485ea8b95793c48bb5c4", "8b30fa10f738413a81eb23abd63fc632",

@@ -11,11 +11,11 @@ from pipeline.tracking import runs as tracking
 from sweeps.record.keys import Q_TREND_TAG, STUDY_EXPERIMENT
 from sweeps.record.study import read_study
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
 from sweeps.report.q_trend import check_q_of_r
+from sweeps.report.study_fits import fit_study_laws
 from sweeps.report.summary import summary_lines
-from sweeps.study.tracking import log_study_analysis
+from sweeps.study.law_analysis import log_study_analysis
 
 MASK_RATIOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 

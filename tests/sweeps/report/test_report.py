@@ -10,8 +10,8 @@ import pytest
 
 from sweeps.laws.forms import JointLaw
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
+from sweeps.report.study_fits import fit_study_laws
 
 TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}
 
@@ -105,7 +105,7 @@ def test_markdown_report_states_fits_correlations_and_failures(table_and_fits):
 
 def test_a_failed_cross_check_is_reported_not_dropped(monkeypatch):
     """The log-error alternative failing must show in the report, not read as 'no disagreement'."""
-    import sweeps.report.fits as report_fits
+    import sweeps.report.study_fits as report_fits
     from sweeps.laws.optimizer import FitNotConvergedError
 
     real = report_fits.fit_saturating
@@ -126,7 +126,7 @@ def test_a_failed_cross_check_is_reported_not_dropped(monkeypatch):
 
 def test_q_of_n_and_q_of_d_use_the_papers_slices_where_the_grid_holds_them():
     """Sec. IV-C: Q(D) on en768-12; Sec. IV-D: Q(N) at 10,666 h. Otherwise the largest, said in the report."""
-    from sweeps.report.fits import PAPER_Q_OF_D_MODEL, PAPER_Q_OF_N_HOURS, law_slice
+    from sweeps.report.study_fits import PAPER_Q_OF_D_MODEL, PAPER_Q_OF_N_HOURS, law_slice
     from sweeps.study.grids import PAPER_SIZE_COMPUTE_HOURS
 
     assert PAPER_Q_OF_N_HOURS == PAPER_SIZE_COMPUTE_HOURS

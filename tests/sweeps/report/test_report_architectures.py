@@ -11,8 +11,8 @@ import pytest
 
 from sweeps.report.architectures import PAPER_TABLE_V, architecture_scale_table
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
+from sweeps.report.study_fits import fit_study_laws
 from sweeps.study.grids import expand_grids
 
 # Each architecture's own law Q = q_inf - (x_c / R)^alpha, on its own range of R ("its own scaling trend").

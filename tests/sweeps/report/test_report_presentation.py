@@ -16,9 +16,9 @@ from sweeps.laws.forms import SaturatingLaw
 from sweeps.record.baseline import BaselineRecord
 from sweeps.report.comparisons import Comparisons
 from sweeps.report.figures import study_figures
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.intervals import informative_interval
 from sweeps.report.markdown import figures_markdown, study_markdown
+from sweeps.report.study_fits import fit_study_laws
 from sweeps.report.study_info import StudyInfo
 from sweeps.report.summary import mlflow_ui_lines, summary_lines
 from tests.support.synthetic_trials import TRUE_Q_OF_R
@@ -327,7 +327,7 @@ def test_labels_of_crowded_final_checkpoints_do_not_overlap():
 
 def test_fit_line_says_no_ceiling_when_every_resample_puts_q_inf_at_1():
     from sweeps.laws.fits import fit_saturating
-    from sweeps.report.fits import StudyFits
+    from sweeps.report.study_fits import StudyFits
     from sweeps.report.summary import fit_line
 
     # A rising power law with no ceiling below 1: every resample puts Q_inf at its bound, which the

@@ -11,7 +11,7 @@ import pytest
 
 from sweeps.laws.forms import SaturatingLaw
 from sweeps.report.figures import plot_rankme_views
-from sweeps.report.fits import CONVERGED_VIEW, fit_study_laws
+from sweeps.report.study_fits import CONVERGED_VIEW, fit_study_laws
 from sweeps.report.task_laws import (
     NO_TREND,
     SATURATING,

@@ -13,8 +13,8 @@ from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.record.study import read_study
 from sweeps.record.trial import TrialRecord
 from sweeps.report.checkpoints import STEP_COLUMN, checkpoint_rows
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
+from sweeps.report.study_fits import fit_study_laws
 
 TRUE_Q_OF_R = {"q_inf": 0.7, "x_c": 15.0, "alpha": 0.8}
 STEPS = (0, 7, 14, 29, 43, 100)

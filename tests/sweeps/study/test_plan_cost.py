@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli_errors import run_cli
+from pipeline.cli.errors import run_cli
 from sweeps.scaling import main
 from sweeps.study.cost import (
     CostAssumptions,

@@ -20,8 +20,8 @@ from sweeps.study.baselines import BaselinesInProgress, log_study_baselines, stu
 from sweeps.study.config import StudyConfig, StudyEvaluation
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import expand_grids
-from sweeps.study.tracking import study_comparisons
-from sweeps.study.trial import study_shards_dir, trial_pretrain_config, trial_seed
+from sweeps.study.law_analysis import study_comparisons
+from sweeps.study.trainable import study_shards_dir, trial_pretrain_config, trial_seed
 from tests.pipeline.rankme.test_rankme_pool import write_shards
 from tests.support.hear_task_fixtures import build_tiny_language_task, build_tiny_tasks
 

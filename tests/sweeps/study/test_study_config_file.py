@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli_flags import flagged_fields
+from pipeline.cli.flags import flagged_fields
 from sweeps.scaling import build_parser, main, parse_study_args
 from sweeps.study.config import StudyConfig
 

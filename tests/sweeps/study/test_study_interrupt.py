@@ -33,7 +33,7 @@ def test_ctrl_c_marks_the_study_run_killed(tmp_path):
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "hold-seconds").write_text("120")
     code = (
-        "import sys; from pipeline.cli_errors import run_cli; from sweeps.study.driver import StudyConfig, "
+        "import sys; from pipeline.cli.errors import run_cli; from sweeps.study.driver import StudyConfig, "
         f"run_study; sys.exit(run_cli(lambda argv: run_study(StudyConfig(**{_settings(tmp_path)!r})) and 0, 'study'))"
     )
     process = subprocess.Popen([sys.executable, "-c", code], env=ENV, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)

@@ -19,7 +19,7 @@ from sweeps.record.trial import TrialRecord
 from sweeps.record.view import SHARED_VIEW_TAG_PREFIX, view_key
 from sweeps.study.closing import closing_lines
 from sweeps.study.driver import StudyOutcome
-from sweeps.study.tracking import log_study_analysis
+from sweeps.study.law_analysis import log_study_analysis
 from tests.support.synthetic_trials import TRUE_Q_OF_R
 
 STUDY = "mask_ratio-cpu_default"
@@ -143,7 +143,7 @@ def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_pat
 
 
 def test_the_description_names_checkpoints_without_at_signs_the_ui_turns_into_links():
-    from sweeps.study.tracking import description_markdown
+    from sweeps.study.law_analysis import description_markdown
 
     text = description_markdown(["best: mask0.90 @300: Q 0.58", "run mask0.90@mask_ratio-cpu_default"])
     assert text == "best: mask0.90 at step 300: Q 0.58\n\nrun mask0.90@mask_ratio-cpu_default"
@@ -193,7 +193,7 @@ def test_the_best_point_is_marked_on_the_study_run_and_on_its_trial_only(study):
     }
     assert marked == {"mask0.50": None, "mask0.60": None, "mask0.70": None, "mask0.80": None, "mask0.90": "true"}
     # A refit that finds another best moves the mark: one trial holds it.
-    from sweeps.study.tracking import _mark_best_trial
+    from sweeps.study.law_analysis import _mark_best_trial
 
     current = read_study(uri, STUDY).trial_table  # as a refit reads it: the marks as they are now
     assert current["marked_best"].tolist() == [name == "mask0.90" for name in current["trial"]]

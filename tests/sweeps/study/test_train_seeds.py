@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeps.report.fits import fit_study_laws
 from sweeps.report.markdown import study_markdown
 from sweeps.report.seed_spread import seed_spread_table
+from sweeps.report.study_fits import fit_study_laws
 from sweeps.scaling import parse_study_args
 from sweeps.study.grids import expand_grids
 from sweeps.study.plan import plan_text
-from sweeps.study.trial import trial_seed
+from sweeps.study.trainable import trial_seed
 
 
 def test_each_grid_point_becomes_k_trials_of_one_configuration_with_their_own_seeds():

@@ -18,7 +18,7 @@ from sweeps.protocol.recipe import evaluation_steps_for
 from sweeps.record.keys import STUDY_EXPERIMENT
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
-from sweeps.study.trial import run_pretrain_and_evaluate
+from sweeps.study.trainable import run_pretrain_and_evaluate
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.pretrain_testdata import make_tiny_shards
 
