@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 import torch
 
 from models.interface import count_parameters
 from models.registry import list_models, model_entry
+from pipeline.cli.command import Command
+from pipeline.cli.flags import flag
 
 
 def describe_models() -> list[dict[str, object]]:
@@ -30,20 +32,33 @@ def describe_models() -> list[dict[str, object]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m models", description=__doc__)
-    parser.add_argument("--list", action="store_true", help="print the registered models")
-    args = parser.parse_args()
-    if not args.list:
+COMMAND = Command("models", __doc__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelsCommandConfig:
+    list: bool = flag("--list", False, "print the registered models")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = COMMAND.parser(ModelsCommandConfig)
+    config, _ = COMMAND.parse(ModelsCommandConfig, argv, parser=parser)
+    if not config.list:
         parser.print_help()
-        return
+        return 0
     print(f"{'name':<18} {'encoder':>10} {'total':>10} {'input (frames, mel)':>20} {'mask':>5}  paper")
     for row in describe_models():
         print(
             f"{row['name']:<18} {row['encoder_params'] / 1e6:>9.2f}M {row['total_params'] / 1e6:>9.2f}M "
             f"{str(row['input_shape']):>20} {row['mask_ratio']:>5.2f}  {row['paper']}"
         )
+    return 0
+
+
+def cli() -> int:
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -14,12 +14,14 @@ artifacts under `advise/`). Where the fit cannot carry an answer it refuses in o
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
 
-from pipeline.cli.errors import UserError, run_cli
+from pipeline.cli.command import Command
+from pipeline.cli.errors import UserError
+from pipeline.cli.flags import flag
 from pipeline.tracking import runs as tracking
 from sweeps.record.study import read_study
 from sweeps.report.advice import Advice, AdviceRefused, advice_lines, advise, holdout_check, holdout_lines
@@ -33,32 +35,33 @@ from sweeps.study.cost import (
     gpu_hours_for,
 )
 
+COMMAND = Command("sweeps.advise", __doc__.split("\n\n")[0])
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sweeps.advise", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", required=True, help="a finished study with a size x data_volume grid")
-    budget = parser.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--budget", type=float, help="training FLOPs to spend")
-    budget.add_argument("--gpu-hours", type=float, help="GPU-hours to spend (on --gpu at --mfu)")
-    parser.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPU_PEAK_BF16_TFLOPS))
-    parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--gpus", type=int, default=DEFAULT_GPUS, help="GPUs the training would run on (wall time)")
-    parser.add_argument(
-        "--holdout", choices=["largest"], help="refit without the largest-compute trials and predict them"
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AdviseCommandConfig:
+    study: str = flag("--study", None, "a finished study with a size x data_volume grid", required=True)
+    # The budget: exactly one of the two.
+    budget: float | None = flag("--budget", None, "training FLOPs to spend", one_of="budget")
+    gpu_hours: float | None = flag("--gpu-hours", None, "GPU-hours to spend (on --gpu at --mfu)", one_of="budget")
+    gpu: str = flag("--gpu", DEFAULT_GPU, "the GPU the hours are on", choices=sorted(GPU_PEAK_BF16_TFLOPS))
+    mfu: float = flag("--mfu", DEFAULT_MFU, "model FLOPs utilisation")
+    gpus: int = flag("--gpus", DEFAULT_GPUS, "GPUs the training would run on (wall time)")
+    holdout: str | None = flag(
+        "--holdout", None, "largest: refit without the largest-compute trials and predict them", choices=["largest"]
     )
-    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap refits behind the intervals")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: the embedded SQLite file)")
-    return parser
+    n_bootstrap: int = flag("--n-bootstrap", 200, "bootstrap refits behind the intervals")
+    tracking_uri: str | None = flag("--tracking-uri", None, "MLflow store (default: the embedded SQLite file)")
 
 
-def budget_flops(args: argparse.Namespace, assumptions: CostAssumptions) -> float:
+def budget_flops(config: AdviseCommandConfig, assumptions: CostAssumptions) -> float:
     flops = (
-        args.budget
-        if args.budget is not None
-        else args.gpu_hours * 3600.0 * assumptions.peak_flops_per_s * assumptions.mfu
+        config.budget
+        if config.budget is not None
+        else config.gpu_hours * 3600.0 * assumptions.peak_flops_per_s * assumptions.mfu
     )
     if not math.isfinite(flops) or flops <= 0:
-        given = f"--budget {args.budget:g}" if args.budget is not None else f"--gpu-hours {args.gpu_hours:g}"
+        given = f"--budget {config.budget:g}" if config.budget is not None else f"--gpu-hours {config.gpu_hours:g}"
         raise UserError(
             f"{given}: the budget must be a positive, finite number (FLOPs for --budget, hours for --gpu-hours)"
         )
@@ -90,23 +93,23 @@ def log_advice(run: tracking.TrackedRun, advice: Advice, lines: list[str]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    assumptions = CostAssumptions(gpu=args.gpu, mfu=args.mfu, gpus=args.gpus)
-    budget = budget_flops(args, assumptions)
-    study = read_study(tracking.checked_store(args.tracking_uri), args.study)  # a dead server: one line, now
+    config, _ = COMMAND.parse(AdviseCommandConfig, argv)
+    assumptions = CostAssumptions(gpu=config.gpu, mfu=config.mfu, gpus=config.gpus)
+    budget = budget_flops(config, assumptions)
+    study = read_study(tracking.checked_store(config.tracking_uri), config.study)  # a dead server: one line, now
     # The held-out check says how far the law predicts, which matters most when it cannot advise.
     holdout, holdout_note = None, ""
-    if args.holdout:
+    if config.holdout:
         try:
-            holdout = holdout_check(study.trial_table, n_bootstrap=args.n_bootstrap)
+            holdout = holdout_check(study.trial_table, n_bootstrap=config.n_bootstrap)
         except AdviceRefused as refusal:
             holdout_note = f"held-out check: not possible: {refusal}"
     try:
-        advice = advise(study.trial_table, budget, n_bootstrap=args.n_bootstrap)
+        advice = advise(study.trial_table, budget, n_bootstrap=config.n_bootstrap)
     except AdviceRefused as refusal:
         print("\n".join([*holdout_lines(holdout), *([holdout_note] if holdout_note else [])]))
         study.run.set_tags({"advise.refused": str(refusal)[:4000]})
-        raise UserError(f"sweeps.advise --study {args.study}: no advice: {refusal}") from refusal
+        raise UserError(f"sweeps.advise --study {config.study}: no advice: {refusal}") from refusal
     lines = [*advice_lines(advice, holdout), *([holdout_note] if holdout_note else []), cost_line(advice, assumptions)]
     print("\n".join(lines))
     log_advice(study.run, advice, lines)
@@ -114,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "sweeps.advise")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@ unless `--accept-task-set` is given, and then recorded on the point's run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline.cli.errors import UserError, run_cli
-from pipeline.evaluate.__main__ import build_parser as build_evaluate_parser
+from pipeline.cli.command import Command
+from pipeline.cli.errors import UserError
+from pipeline.cli.flags import add_flags, check_required, config_from_flags, flag
 from pipeline.evaluate.__main__ import check_device, parse_config, probe_training_from
 from pipeline.evaluate.config import EvaluateConfig
 from pipeline.evaluate.run import write_results
@@ -34,27 +36,38 @@ from sweeps.study.external_task_set import (
     task_names_in,
 )
 
+COMMAND = Command(
+    "sweeps.external",
+    "An outside (HEAR-API) model scored on a study's RankMe pool and probe, logged as its external point.",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExternalPointConfig:
+    """The flags an external point adds to `python -m pipeline.evaluate`'s."""
+
+    study: str = flag(
+        "--study", None, "the study whose pool and probe to use; the point becomes its child run", required=True
+    )
+    label: str | None = flag("--label", None, "the point's name on the study figure; None: the module name")
+    accept_task_set: bool = flag(
+        ACCEPT_FLAG, False, "score on a task folder whose tasks differ from those the study's Q is the mean of; "
+        "without it the point is refused before scoring. The difference is recorded on the point's run "
+        "(audioscale.task_set)",
+    )  # fmt: skip
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = build_evaluate_parser()
-    parser.prog = "python -m sweeps.external"
-    parser.description = (
-        "An outside (HEAR-API) model scored on a study's RankMe pool and probe, logged as its external point."
-    )
-    parser.add_argument(
-        "--study", required=True, help="the study whose pool and probe to use; the point becomes its child run"
-    )
-    parser.add_argument("--label", default=None, help="the point's name on the study figure; None: the module name")
-    parser.add_argument(
-        ACCEPT_FLAG, action="store_true",
-        help="score on a task folder whose tasks differ from those the study's Q is the mean of; without it the "
-        "point is refused before scoring. The difference is recorded on the point's run (audioscale.task_set)",
-    )  # fmt: skip
+    parser = COMMAND.parser(EvaluateConfig, config_file_tables="[evaluate]")
+    add_flags(parser, ExternalPointConfig)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    config, args = parse_config(argv, build_parser())
+    parser = build_parser()
+    config, namespace = parse_config(argv, parser)
+    check_required(parser, ExternalPointConfig, namespace, file_holds_it=False)
+    args = config_from_flags(ExternalPointConfig, namespace)
     if not config.hear_module:
         raise UserError(
             "python -m sweeps.external scores a --hear-module PKG.MODULE; to evaluate a checkpoint "
@@ -104,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _checked_task_set(
-    config: EvaluateConfig, args: argparse.Namespace, uri: str, study_run: str, tasks_dir: Path
+    config: EvaluateConfig, args: ExternalPointConfig, uri: str, study_run: str, tasks_dir: Path
 ) -> ExternalTaskSet:
     """The point's tasks against the study's: refused when they differ (unless accepted), said when accepted."""
     where = f"--tasks-dir {tasks_dir}" + ("" if config.tasks_dir else " (the default)")
@@ -122,8 +135,8 @@ def _checked_task_set(
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "external")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

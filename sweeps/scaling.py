@@ -18,11 +18,12 @@ child run per trial, and ends with the fitted laws, figures and a report logged 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline.cli.errors import run_cli
-from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
+from pipeline.cli.command import Command
+from pipeline.cli.flags import add_flags, config_from_flags, flag
 from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import (
     DEFAULT_KEEP_FRACTION,
@@ -57,73 +58,72 @@ def default_grid_saving() -> str:
     )
 
 
+COMMAND = Command("sweeps.scaling", __doc__.split("\n\n")[0])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlanFlags:
+    """`--plan` and the hardware it prices the study on (sweeps.study.cost); None: the default."""
+
+    plan: bool = flag(
+        "--plan", False,
+        "print each trial's resolved configuration and cost, and the study's total, and exit (runs nothing)",
+    )  # fmt: skip
+    gpu: str | None = flag(
+        "--gpu", None, f"with --plan: the GPU, one of {', '.join(GPU_PEAK_BF16_TFLOPS)} (its dense bf16 peak; "
+        f"default: {DEFAULT_GPU})",
+    )  # fmt: skip
+    mfu: float | None = flag("--mfu", None, f"with --plan: model FLOPs utilisation in (0, 1] (default: {DEFAULT_MFU})")
+    gpus: int | None = flag("--gpus", None, f"with --plan: GPUs the trials share (default: {DEFAULT_GPUS})")
+
+    def cost_assumptions(self) -> CostAssumptions:
+        given = {"gpu": self.gpu, "mfu": self.mfu, "gpus": self.gpus}
+        if not self.plan and any(value is not None for value in given.values()):
+            raise ValueError("--gpu, --mfu and --gpus price a plan; add --plan (they change nothing in a run)")
+        return CostAssumptions(**{name: value for name, value in given.items() if value is not None})
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One option per StudyConfig field, sections included (pipeline.cli.flags); --config; --plan and its costs."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(parser, StudyConfig, help_values={"early_stop_saving": default_grid_saving().replace("%", "%%")})
-    add_config_file_flag(parser, tables=CONFIG_TABLES)
-    parser.add_argument(
-        "--plan",
-        action="store_true",
-        help="print each trial's resolved configuration and cost, and the study's total, and exit (runs nothing)",
+    parser = COMMAND.parser(
+        StudyConfig,
+        help_values={"early_stop_saving": default_grid_saving().replace("%", "%%")},
+        config_file_tables=CONFIG_TABLES,
+        description=__doc__,
     )
-    _add_cost_flags(parser)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the usage examples keep their lines
+    add_flags(parser, PlanFlags)
     return parser
 
 
-def _add_cost_flags(parser: argparse.ArgumentParser) -> None:
-    """The hardware --plan prices the study on (sweeps.study.cost); None: not given."""
-    parser.add_argument(
-        "--gpu",
-        default=None,
-        help=f"with --plan: the GPU, one of {', '.join(GPU_PEAK_BF16_TFLOPS)} "
-        f"(its dense bf16 peak; default: {DEFAULT_GPU})",
-    )
-    parser.add_argument(
-        "--mfu",
-        type=float,
-        default=None,
-        help=f"with --plan: model FLOPs utilisation in (0, 1] (default: {DEFAULT_MFU})",
-    )
-    parser.add_argument(
-        "--gpus", type=int, default=None, help=f"with --plan: GPUs the trials share (default: {DEFAULT_GPUS})"
-    )
-
-
-def cost_assumptions_from_args(args: argparse.Namespace) -> CostAssumptions:
-    given = {"gpu": args.gpu, "mfu": args.mfu, "gpus": args.gpus}
-    if not args.plan and any(value is not None for value in given.values()):
-        raise ValueError("--gpu, --mfu and --gpus price a plan; add --plan (they change nothing in a run)")
-    return CostAssumptions(**{name: value for name, value in given.items() if value is not None})
-
-
-def parse_study_args(argv: list[str] | None) -> tuple[StudyConfig, argparse.Namespace]:
-    """The study's config (a --config recipe, then the flags over it), and the namespace for --plan."""
-    return parse_flags(build_parser(), StudyConfig, argv, table="study")
+def parse_study_args(argv: list[str] | None) -> tuple[StudyConfig, PlanFlags]:
+    """The study's config (a --config recipe, then the flags over it), and --plan with its costs."""
+    config, namespace = COMMAND.parse(StudyConfig, argv, parser=build_parser(), table="study")
+    return config, config_from_flags(PlanFlags, namespace)
 
 
 def main(argv: list[str] | None = None) -> int:
     """The command (and the `audioscale-study` script): user errors are one line, exit code 2."""
-    return run_cli(run_command, "sweeps.scaling", argv)
+    return COMMAND.run(run_command, argv)
 
 
 def run_command(argv: list[str]) -> int:
-    config, args = parse_study_args(argv)  # the config checks its values (ValueError: one line, by run_cli)
-    if args.plan:  # the resolved recipe and cost of every trial (sweeps.study.plan); no Ray, no MLflow
+    config, plan = parse_study_args(argv)  # the config checks its values (ValueError: one line, by run_cli)
+    if plan.plan:  # the resolved recipe and cost of every trial (sweeps.study.plan); no Ray, no MLflow
         print(
             plan_text(
                 config.grid,
                 config.profile,
                 eval_checkpoints=config.evaluate.eval_checkpoints,
                 context_batch=config.pretrain.global_batch_size,
-                assumptions=cost_assumptions_from_args(args),
+                assumptions=plan.cost_assumptions(),
                 objective=config.objective,
                 probe=config.resolved_probe,
                 train_seeds=config.train_seeds,
             )
         )
         return 0
-    cost_assumptions_from_args(args)  # refuses the cost flags without --plan
+    plan.cost_assumptions()  # refuses the cost flags without --plan
     outcome = run_study(config)  # a default that cannot be built here is a UserError: one line, exit 2
     print(outcome.report_markdown)
     uri = tracking.resolve_tracking_uri(config.tracking_uri)

@@ -16,7 +16,8 @@ the line or at a shell separator (`;`, `&&`, `||`, `|`, `&`).
 A command is only a reference, whose module or file is checked but whose arguments are not, in two
 places: an inline span that names the command alone (`python -m pipeline.prep`, no arguments), and
 a ```text block (a package tree, a data-flow diagram, a program's output), where commands stand
-beside their descriptions.
+beside their descriptions. A message a command prints (`python -m pipeline.prep: error: ...`, the
+module followed by a colon) is a reference too.
 
 The placeholder convention: a command is written as one complete example (no `[optional]` parts,
 no `a|b` alternatives, no `...`; `--help` lists the rest), and an argument the reader replaces is
@@ -103,6 +104,9 @@ def commands_in(text: str, document: str) -> list[Command]:
         rest = text[start.start() :]
         separator = SEPARATOR.search(rest)
         words = tuple(shlex.split(rest[: separator.start()] if separator else rest, comments=True))
+        if len(words) > 2 and words[1] == "-m" and words[2].endswith(":"):  # a message it prints, not a command
+            found.append(Command(document, words[:2] + (words[2].removesuffix(":"),), reference=True))
+            continue
         found.append(Command(document, words, reference=False))
     return found
 

@@ -46,6 +46,7 @@ class Flag:
     to_field: Callable[[Any], Any] | None = None  # parsed value -> field value; None: as parsed
     metavar: str | None = None
     choices: Sequence[Any] | None = None
+    nargs: str | None = None  # argparse's, e.g. "+" for `--only prep evaluate`
     # Must be given (on the command line or in the --config file); checked by `parse_flags`.
     required: bool = False
     # Fields sharing a name here are alternatives: at most one on the command line, exactly one in all.
@@ -166,7 +167,7 @@ def _add_one_flag(target, spec: Flag, default: Any, annotation: Any, help_values
     if spec.action == "store_true" or value_type is bool:
         target.add_argument(spec.name, action="store_true", help=help_text)
         return
-    if default is not None and spec.action != "append":
+    if default not in (None, ()) and spec.action != "append":
         help_text += f" (default: {default})"
     target.add_argument(
         spec.name,
@@ -176,6 +177,7 @@ def _add_one_flag(target, spec: Flag, default: Any, annotation: Any, help_values
         choices=spec.choices,
         metavar=spec.metavar,
         help=help_text,
+        **({"nargs": spec.nargs} if spec.nargs else {}),
     )
 
 
@@ -218,7 +220,7 @@ def parse_flags(
     if known.config_file is not None:  # its errors name the file and key: one line, no usage dump
         parser.set_defaults(**file_defaults(config_class, Path(known.config_file), table=table))
     args = parser.parse_args(argv)
-    _check_required(parser, config_class, args)
+    check_required(parser, config_class, args)
     return config_from_flags(config_class, args), args
 
 
@@ -281,14 +283,19 @@ def _coerce(value: Any, annotation: Any, *, where: str) -> Any:
     return value
 
 
-def _check_required(parser: argparse.ArgumentParser, config_class: type, args: argparse.Namespace) -> None:
+def check_required(
+    parser: argparse.ArgumentParser, config_class: type, args: argparse.Namespace, *, file_holds_it: bool = True
+) -> None:
     """Required flags and `one_of` alternatives, satisfied by the command line or the --config file.
 
-    A flag given for one alternative replaces the file's choice of another (the flag overrides)."""
+    A flag given for one alternative replaces the file's choice of another (the flag overrides).
+    `file_holds_it`: the --config file's tables include this config's (a command without the flag never)."""
     alternatives: dict[str, list[Flag]] = {}
+    has_file = file_holds_it and any(action.dest == CONFIG_FILE_DEST for action in parser._actions)
     for _, spec in flagged_fields(config_class):
         if spec.required and getattr(args, spec.dest) is None:
-            parser.error(f"the following arguments are required: {spec.name} (or in the --config file)")
+            or_file = " (or in the --config file)" if has_file else ""
+            parser.error(f"the following arguments are required: {spec.name}{or_file}")
         if spec.one_of is not None:
             alternatives.setdefault(spec.one_of, []).append(spec)
     for specs in alternatives.values():

@@ -12,11 +12,14 @@ does nothing), and print timings to the console only, so the output stays byte-i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
-from pipeline.cli.errors import UserError, run_cli
+from pipeline.cli.command import Command
+from pipeline.cli.errors import UserError
+from pipeline.cli.flags import add_flags, check_required, config_from_flags, flag
 from pipeline.corpus.sources.default_mix import DEFAULT_TOTAL_HOURS
 from pipeline.corpus.sources.pretrain_corpus import (
     PretrainCorpusConfig,
@@ -26,31 +29,54 @@ from pipeline.corpus.tasks.build import TasksConfig, build_tasks
 from pipeline.evaluate.naive_baseline import format_table, run_baseline
 from pipeline.storage.paths import default_corpus_dir, default_tasks_dir
 
+COMMAND = Command("pipeline.corpus", "Build the default pretraining corpus and the labeled tasks, offline.")
 
-def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.corpus", description=__doc__.split("\n\n")[0])
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainCorpusFlags:
+    output: Path | None = flag("--output", None, "corpus directory (default: {corpus_dir})")
+    hours: float = flag("--hours", DEFAULT_TOTAL_HOURS, "total hours, split by the per-source budgets")
+    seed: int = flag("--seed", 0, "seed of the draw and the synthesis")
+    tiny: bool = flag("--tiny", False, "three minutes of audio, for tests")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TasksFlags:
+    output: Path | None = flag("--output", None, "tasks directory (default: {tasks_dir})")
+    seed: int = flag("--seed", 0, "seed of the clips and the splits")
+    tiny: bool = flag("--tiny", False, "a few dozen clips per task, for tests")
+    no_baseline: bool = flag("--no-baseline", False, "skip the baseline table")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BaselineFlags:
+    tasks: Path | None = flag("--tasks", None, "tasks directory (default: {tasks_dir})")
+
+
+# subcommand: (its flags, its help line)
+SUBCOMMANDS = {
+    "pretrain": (PretrainCorpusFlags, "build the default pretraining corpus (16 kHz mono wavs)"),
+    "tasks": (TasksFlags, "build the labeled tasks in HEAR format and print the naive baseline"),
+    "baseline": (BaselineFlags, "print the naive log-mel baseline for built tasks"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = COMMAND.parser()
     commands = parser.add_subparsers(dest="command", required=True)
-    pretrain = commands.add_parser("pretrain", help="build the default pretraining corpus (16 kHz mono wavs)")
-    pretrain.add_argument(
-        "--output", type=Path, default=default_corpus_dir(), help="corpus directory (default: %(default)s)"
-    )
-    pretrain.add_argument(
-        "--hours", type=float, default=DEFAULT_TOTAL_HOURS, help="total hours, split by the per-source budgets"
-    )
-    pretrain.add_argument("--seed", type=int, default=0)
-    pretrain.add_argument("--tiny", action="store_true", help="three minutes of audio, for tests")
-    tasks = commands.add_parser("tasks", help="build the labeled tasks in HEAR format and print the naive baseline")
-    tasks.add_argument(
-        "--output", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)"
-    )
-    tasks.add_argument("--seed", type=int, default=0)
-    tasks.add_argument("--tiny", action="store_true", help="a few dozen clips per task, for tests")
-    tasks.add_argument("--no-baseline", action="store_true", help="skip the baseline table")
-    baseline = commands.add_parser("baseline", help="print the naive log-mel baseline for built tasks")
-    baseline.add_argument(
-        "--tasks", type=Path, default=default_tasks_dir(), help="tasks directory (default: %(default)s)"
-    )
-    return parser.parse_args(argv)
+    help_values = {"corpus_dir": default_corpus_dir(), "tasks_dir": default_tasks_dir()}
+    for name, (flags_class, help_line) in SUBCOMMANDS.items():
+        add_flags(commands.add_parser(name, help=help_line), flags_class, help_values=help_values)
+    return parser
+
+
+def parse_arguments(argv: list[str] | None) -> tuple[str, object]:
+    """The subcommand's name and its flags."""
+    parser = build_parser()
+    namespace = parser.parse_args(argv)
+    flags_class = SUBCOMMANDS[namespace.command][0]
+    check_required(parser, flags_class, namespace, file_holds_it=False)
+    return namespace.command, config_from_flags(flags_class, namespace)
 
 
 def print_baseline(tasks_dir: Path) -> None:
@@ -62,27 +88,29 @@ def print_baseline(tasks_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command; a user's mistake raises (UserError: an output folder of other settings, missing
     Debian packages, a tasks folder without its index) and `cli` turns it into one line."""
-    arguments = parse_arguments(argv)
-    if arguments.command == "pretrain":
+    command, flags = parse_arguments(argv)
+    if command == "pretrain":
         build_pretrain_corpus(
             PretrainCorpusConfig(
-                output_dir=arguments.output, hours=arguments.hours, seed=arguments.seed, tiny=arguments.tiny
+                output_dir=flags.output or default_corpus_dir(), hours=flags.hours, seed=flags.seed, tiny=flags.tiny
             )
         )
-    elif arguments.command == "tasks":
-        build_tasks(TasksConfig(output_dir=arguments.output, seed=arguments.seed, tiny=arguments.tiny))
-        if not arguments.no_baseline:
-            print_baseline(arguments.output)
+    elif command == "tasks":
+        output = flags.output or default_tasks_dir()
+        build_tasks(TasksConfig(output_dir=output, seed=flags.seed, tiny=flags.tiny))
+        if not flags.no_baseline:
+            print_baseline(output)
     else:
-        if not (arguments.tasks / "tasks.json").is_file():
-            raise UserError(f"{arguments.tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`")
-        print_baseline(arguments.tasks)
+        tasks = flags.tasks or default_tasks_dir()
+        if not (tasks / "tasks.json").is_file():
+            raise UserError(f"{tasks} has no tasks.json; build it with `python -m pipeline.corpus tasks`")
+        print_baseline(tasks)
     return 0
 
 
 def cli() -> int:
     """The `audioscale-corpus` console script: errors through the one handler every command shares."""
-    return run_cli(main, "corpus")
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

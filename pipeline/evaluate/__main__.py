@@ -12,8 +12,8 @@ import safetensors
 import torch
 
 from pipeline.checkpoint import WEIGHTS_FILE, read_checkpoint_meta
-from pipeline.cli.errors import UserError, run_cli
-from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
+from pipeline.cli.command import Command
+from pipeline.cli.errors import UserError
 from pipeline.evaluate.config import NO_LID_HEAD, EvaluateConfig, probe_training_from
 from pipeline.evaluate.probes.lid import LidProbeConfig
 from pipeline.evaluate.run import evaluate_checkpoint, format_table, write_results
@@ -32,22 +32,22 @@ from pipeline.tracking.runs import checked_store, resolve_tracking_uri
 __all__ = ["EvaluateConfig", "build_parser", "check_device", "main", "parse_config", "probe_training_from"]
 
 
+COMMAND = Command(
+    "pipeline.evaluate",
+    "RankMe and HEAR-style probe scores (mean, 95% CI, Q) of a pretrained checkpoint, logged to MLflow.",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One option per EvaluateConfig field (pipeline.cli.flags), and --config for a recipe of them."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.evaluate",
-        description="RankMe and HEAR-style probe scores (mean, 95% CI, Q) of a pretrained checkpoint, logged to MLflow.",
-    )
-    add_flags(parser, EvaluateConfig)
-    add_config_file_flag(parser, tables="[evaluate]")
-    return parser
+    return COMMAND.parser(EvaluateConfig, config_file_tables="[evaluate]")
 
 
 def parse_config(
     argv: list[str] | None, parser: argparse.ArgumentParser | None = None
 ) -> tuple[EvaluateConfig, argparse.Namespace]:
     """The config from argv (over a --config file); the namespace too, for flags a caller added."""
-    return parse_flags(parser or build_parser(), EvaluateConfig, argv, table="evaluate")
+    return COMMAND.parse(EvaluateConfig, argv, parser=parser or build_parser(), table="evaluate")
 
 
 def default_workers(device: str) -> int:
@@ -155,8 +155,8 @@ def _write_results_beside(result, output: str | None, checkpoint_dir: Path, show
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "evaluate")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,7 @@ import sys
 from collections import Counter
 
 from pipeline.audio.inputs import InputListingError
-from pipeline.cli.errors import run_cli
-from pipeline.cli.flags import add_config_file_flag, add_flags, parse_flags
+from pipeline.cli.command import Command
 from pipeline.prep.output import OutputConflictError
 from pipeline.prep.run import PrepConfig, PrepResult, run_prep
 
@@ -78,16 +77,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 360 else f"{seconds / 3600:.2f} h"
 
 
+COMMAND = Command("pipeline.prep", __doc__.split("\n\n")[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One option per PrepConfig field (pipeline.cli.flags), and --config for a recipe of them."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.prep", description=__doc__.split("\n\n")[0])
-    add_flags(parser, PrepConfig)
-    add_config_file_flag(parser, tables="[prep]")
-    return parser
+    return COMMAND.parser(PrepConfig, config_file_tables="[prep]")
 
 
 def parse_args(argv: list[str] | None) -> PrepConfig:
-    config, _ = parse_flags(build_parser(), PrepConfig, argv, table="prep")
+    config, _ = COMMAND.parse(PrepConfig, argv, parser=build_parser(), table="prep")
     return config
 
 
@@ -96,15 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_prep(config)
     except (OutputConflictError, InputListingError) as error:
-        print(f"prep: error: {error}", file=sys.stderr)
+        print(f"{COMMAND.prog}: error: {error}", file=sys.stderr)
         return 2
     print(format_summary(result))
     return result.exit_code
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "prep")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.cli.errors import run_cli
-from pipeline.cli.flags import add_config_file_flag, add_flags, config_from_flags, parse_flags, parse_override
+from pipeline.cli.command import Command
+from pipeline.cli.flags import config_from_flags, parse_override
 from pipeline.defaults import ensure_default_data
 from pipeline.pretrain.driver import (
     NonFiniteLossError,
@@ -34,24 +34,21 @@ DEFAULT_RUN = PretrainConfig(
 )
 
 
+COMMAND = Command(
+    "pipeline.pretrain",
+    "Masked pretraining on Ray Train, tracked in MLflow. No arguments: the embedded default "
+    f"({DEFAULT_RUN.model_name}, {DEFAULT_RUN.steps} CPU steps on the default corpus, built if missing).",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """One option per PretrainConfig field: flag, type, default and help come from the field."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.pretrain",
-        description="Masked pretraining on Ray Train, tracked in MLflow. No arguments: the embedded "
-        f"default ({DEFAULT_RUN.model_name}, {DEFAULT_RUN.steps} CPU steps on the default corpus, built if missing).",
-    )
-    add_flags(
-        parser,
-        PretrainConfig,
-        help_values={
-            "shards_root": paths.default_shards_dir(),
-            "ray_storage": paths.default_ray_storage_dir(),
-            "tracking_uri": paths.default_tracking_uri(),
-        },
-    )
-    add_config_file_flag(parser, tables="[pretrain]")
-    return parser
+    help_values = {
+        "shards_root": paths.default_shards_dir(),
+        "ray_storage": paths.default_ray_storage_dir(),
+        "tracking_uri": paths.default_tracking_uri(),
+    }
+    return COMMAND.parser(PretrainConfig, help_values=help_values, config_file_tables="[pretrain]")
 
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
@@ -82,7 +79,7 @@ def _browse_hint(tracking_uri: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        config, _ = parse_flags(build_parser(), PretrainConfig, argv, table="pretrain")
+        config, _ = COMMAND.parse(PretrainConfig, argv, parser=build_parser(), table="pretrain")
     else:
         preset = DEFAULT_RUN.describe_model().spec.frontend_preset
         defaults = ensure_default_data(preset_name=preset, with_tasks=False)
@@ -90,15 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_pretraining(config)
     except NonFiniteLossError as error:  # not the user's mistake: exit code 1, not 2
-        print(f"pretrain: error: {error}", file=sys.stderr)
+        print(f"{COMMAND.prog}: error: {error}", file=sys.stderr)
         return 1
     print(format_result(result))
     return 0
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "pretrain")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

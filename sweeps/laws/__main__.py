@@ -1,26 +1,30 @@
 """`python -m sweeps.laws`: refit a finished study's scaling laws from MLflow, without retraining."""
 
-import argparse
+import dataclasses
 
-from pipeline.cli.errors import run_cli
+from pipeline.cli.command import Command
+from pipeline.cli.flags import flag
 from sweeps.study.law_analysis import refit_study
+
+COMMAND = Command("sweeps.laws", "Refit a study's scaling laws from MLflow, without retraining.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LawsCommandConfig:
+    study: str = flag("--study", None, "the study run's name (as given to sweeps.scaling)", required=True)
+    tracking_uri: str | None = flag("--tracking-uri", None, "MLflow store; default: the embedded SQLite store")
+    n_bootstrap: int = flag("--n-bootstrap", 200, "bootstrap resamples per law")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sweeps.laws", description="Refit a study's scaling laws from MLflow, without retraining."
-    )
-    parser.add_argument("--study", required=True, help="the study run's name (as given to sweeps.scaling)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store; default: the embedded SQLite store")
-    parser.add_argument("--n-bootstrap", type=int, default=200, help="bootstrap resamples per law")
-    args = parser.parse_args(argv)
-    print(refit_study(args.study, tracking_uri=args.tracking_uri, n_bootstrap=args.n_bootstrap))
+    config, _ = COMMAND.parse(LawsCommandConfig, argv)
+    print(refit_study(config.study, tracking_uri=config.tracking_uri, n_bootstrap=config.n_bootstrap))
     return 0
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.errors)."""
-    return run_cli(main, "sweeps.laws")
+    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
+    return COMMAND.run(main)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
   external Q over other tasks would sit on its figure without comparing. It is refused in one line
   (exit 2) naming --tasks-dir, the study's tasks and what is missing, before the module is scored;
   `--accept-task-set` scores anyway and records the difference on the point's run.
-- The user's module failing to load is named first (`external: error: --hear-module NAME: ...`).
+- The user's module failing to load is named first (`python -m sweeps.external: error: --hear-module NAME: ...`).
 """
 
 from __future__ import annotations
@@ -118,4 +118,6 @@ def test_a_module_failing_to_load_is_named_first(study, tasks, tmp_path):
     )
     every, _ = tasks
     completed = external(study, every, tmp_path, "--hear-module", "bad_config_hear", pythonpath=str(tmp_path))
-    assert_one_line_error(completed, "external: error: --hear-module bad_config_hear: load_model raised ValueError")
+    assert_one_line_error(
+        completed, "python -m sweeps.external: error: --hear-module bad_config_hear: load_model raised ValueError"
+    )

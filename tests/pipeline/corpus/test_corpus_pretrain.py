@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from pipeline.cli.errors import run_cli
-from pipeline.corpus.__main__ import main
+from pipeline.corpus.__main__ import COMMAND, main
 from pipeline.corpus.sources import holdout
 from pipeline.corpus.sources.default_mix import (
     DEFAULT_HOURS_PER_SOURCE,
@@ -34,7 +33,7 @@ def hash_tree(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
     output_dir = tmp_path_factory.mktemp("corpus") / "tiny"
-    assert run_cli(main, "corpus", ["pretrain", "--output", str(output_dir), "--tiny"]) == 0
+    assert COMMAND.run(main, ["pretrain", "--output", str(output_dir), "--tiny"]) == 0
     return output_dir
 
 
@@ -71,13 +70,13 @@ def test_corpus_same_seed_gives_identical_bytes(tiny_corpus: Path, tmp_path: Pat
 
 def test_corpus_second_run_does_nothing_and_says_so(tiny_corpus: Path, capsys):
     before = {path: path.stat().st_mtime_ns for path in tiny_corpus.rglob("*")}
-    assert run_cli(main, "corpus", ["pretrain", "--output", str(tiny_corpus), "--tiny"]) == 0
+    assert COMMAND.run(main, ["pretrain", "--output", str(tiny_corpus), "--tiny"]) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert {path: path.stat().st_mtime_ns for path in tiny_corpus.rglob("*")} == before
 
 
 def test_corpus_refuses_a_directory_it_did_not_make(tmp_path: Path, capsys):
     (tmp_path / "notes.txt").write_text("user data")
-    assert run_cli(main, "corpus", ["pretrain", "--output", str(tmp_path), "--tiny"]) == 2
+    assert COMMAND.run(main, ["pretrain", "--output", str(tmp_path), "--tiny"]) == 2
     assert "not made by this builder" in capsys.readouterr().err
     assert (tmp_path / "notes.txt").read_text() == "user data"

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from pipeline.cli.errors import run_cli
-from pipeline.corpus.__main__ import main
+from pipeline.corpus.__main__ import COMMAND, main
 from pipeline.corpus.sources import build_marker, holdout
 from pipeline.corpus.tasks.build import TASK_BUILDERS, TasksConfig, build_tasks
 from pipeline.corpus.tasks.hear_writer import SPLITS
@@ -140,15 +139,13 @@ def test_tasks_baseline_beats_chance_on_every_tiny_task(tiny_tasks: Path):
 
 def test_tasks_second_run_does_nothing(tiny_tasks: Path, capsys):
     before = {path: path.stat().st_mtime_ns for path in tiny_tasks.rglob("*")}
-    assert run_cli(main, "corpus", ["tasks", "--output", str(tiny_tasks), "--tiny", "--no-baseline"]) == 0
+    assert COMMAND.run(main, ["tasks", "--output", str(tiny_tasks), "--tiny", "--no-baseline"]) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert {path: path.stat().st_mtime_ns for path in tiny_tasks.rglob("*")} == before
 
 
 def test_tasks_other_settings_on_a_built_directory_fail_clearly(tiny_tasks: Path, capsys):
-    assert (
-        run_cli(main, "corpus", ["tasks", "--output", str(tiny_tasks), "--tiny", "--seed", "7", "--no-baseline"]) == 2
-    )
+    assert COMMAND.run(main, ["tasks", "--output", str(tiny_tasks), "--tiny", "--seed", "7", "--no-baseline"]) == 2
     assert "other settings" in capsys.readouterr().err
 
 
@@ -163,7 +160,7 @@ def test_tasks_built_by_an_older_format_are_rebuilt_with_the_same_bytes(tiny_tas
         metadata.pop("label_kind")
         metadata_path.write_text(json.dumps(metadata))
     (stale / "leftover_from_old_code.txt").write_text("x")
-    assert run_cli(main, "corpus", ["tasks", "--output", str(stale), "--tiny", "--no-baseline"]) == 0
+    assert COMMAND.run(main, ["tasks", "--output", str(stale), "--tiny", "--no-baseline"]) == 0
     assert "older format (version 1, now 2); rebuilding" in capsys.readouterr().out
     assert hash_tree(stale) == hash_tree(tiny_tasks)
     language_tasks = {

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from pipeline.cli.errors import run_cli as run_main
-from pipeline.evaluate.__main__ import main
+from pipeline.evaluate.__main__ import COMMAND, main
 from tests.pipeline.cli.test_errors import assert_one_line_error, run_cli
 from tests.support import hear_task_fixtures
 from tests.support.hear_task_fixtures import build_tiny_tasks
@@ -59,6 +58,6 @@ def test_a_clip_of_zero_samples_is_refused_by_name_before_any_scoring(checkpoint
 def test_a_hear_module_is_not_scored_on_a_clip_of_zero_samples_either(tasks_dir, capsys):
     empty = _empty_clip(tasks_dir)
     argv = ["--hear-module", "tests.support.toy_hear_module", "--tasks-dir", str(tasks_dir), *QUICK]
-    assert run_main(main, "evaluate", argv) == 2
+    assert COMMAND.run(main, argv) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and str(empty) in error and "0 samples" in error

@@ -20,8 +20,8 @@ import torchaudio
 import models
 import pipeline.interop.hear_api as own_hear_api
 from pipeline.checkpoint import save_model_checkpoint
-from pipeline.cli.errors import UserError, run_cli
-from pipeline.evaluate.__main__ import main
+from pipeline.cli.errors import UserError
+from pipeline.evaluate.__main__ import COMMAND, main
 from pipeline.evaluate.probes.linear import LinearProbeConfig
 from pipeline.interop.hear_module import load_hear_module
 from pipeline.interop.hear_module_run import evaluate_hear_module
@@ -29,6 +29,7 @@ from pipeline.rankme.effective_rank import rankme
 from pipeline.rankme.pool import select_pool
 from pipeline.shards.format import make_clip_id
 from pipeline.tracking import runs as tracking
+from sweeps.external import COMMAND as EXTERNAL_COMMAND
 from sweeps.external import main as external_main
 from sweeps.record.keys import EXTERNAL_TAG, HEAR_MODULE_TAG, MODEL_DIGEST_TAG, RANKME_POOL_ARTIFACT, STUDY_EXPERIMENT
 from sweeps.record.rankme_pool import RankMePoolRecord
@@ -230,7 +231,7 @@ def test_a_study_without_a_recorded_pool_names_it_and_the_flags_to_pass(logged_s
     ("pipeline.evaluate.hear_api", "has moved: use --hear-module pipeline.interop.hear_api"),
 ])  # fmt: skip
 def test_a_module_that_is_not_a_hear_module_is_one_line_and_exit_2(module, missing, tasks_dir, capsys):
-    code = run_cli(main, "evaluate", ["--hear-module", module, "--tasks-dir", str(tasks_dir), "--no-mlflow"])
+    code = COMMAND.run(main, ["--hear-module", module, "--tasks-dir", str(tasks_dir), "--no-mlflow"])
     error = capsys.readouterr().err.strip()
     assert code == 2 and len(error.splitlines()) == 1
     assert module in error and missing in error
@@ -250,7 +251,7 @@ def test_a_probe_other_than_the_studys_is_refused(logged_study, tasks_dir, capsy
         "--probe",
         "knn",
     ]
-    assert run_cli(external_main, "external", argv) == 2
+    assert EXTERNAL_COMMAND.run(external_main, argv) == 2
     assert "--probe linear" in capsys.readouterr().err
 
 
@@ -261,6 +262,6 @@ def test_a_model_without_the_hear_attributes_is_named(tmp_path, monkeypatch, tas
         "def get_scene_embeddings(audio, model):\n    return audio[:, :8]\n"
     )  # fmt: skip
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = run_cli(main, "evaluate", ["--hear-module", "rateless_hear", "--tasks-dir", str(tasks_dir), "--no-mlflow"])
+    code = COMMAND.run(main, ["--hear-module", "rateless_hear", "--tasks-dir", str(tasks_dir), "--no-mlflow"])
     error = capsys.readouterr().err
     assert code == 2 and "rateless_hear: load_model returned a model without integer sample_rate" in error

@@ -60,7 +60,7 @@ def _evaluate_module(module: str, modules_dir, tasks_dir, *extra: str) -> subpro
 )
 def test_the_failing_module_is_named_first_with_its_error(module, says, modules_dir, tasks_dir):
     completed = _evaluate_module(module, modules_dir, tasks_dir)
-    assert_one_line_error(completed, f"evaluate: error: --hear-module {module}: {says}")
+    assert_one_line_error(completed, f"python -m pipeline.evaluate: error: --hear-module {module}: {says}")
 
 
 def test_debug_shows_the_modules_own_traceback(modules_dir, tasks_dir):

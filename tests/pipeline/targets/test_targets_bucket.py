@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from models.wave.hubert_codebook import CENTROIDS_NAME, CodebookError, read_codebook
-from pipeline.cli.errors import run_cli
 from pipeline.storage.checkpoint_copy import copy_up
 from pipeline.targets import ensure_codebook
-from pipeline.targets.__main__ import main
+from pipeline.targets.__main__ import COMMAND, main
 from pipeline.targets.stored_codebook import local_codebook
 from tests.support.speech_waveform_shards import write_speech_waveform_shards
 
@@ -76,9 +75,9 @@ def test_a_read_only_bucket_is_one_line_before_the_fit(bucket_env, bucket_shards
     reader = bucket_env.read_only_user("targets-reader")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", reader.access_key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", reader.secret_access_key)
-    assert run_cli(main, "targets", ["--shards", bucket_shards, *SMALL_FLAGS]) == 2
+    assert COMMAND.run(main, ["--shards", bucket_shards, *SMALL_FLAGS]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("targets: error: --shards s3://") and "not write in it" in error
+    assert error.startswith("python -m pipeline.targets: error: --shards s3://") and "not write in it" in error
     assert error.count("\n") == 1
 
 

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from models.wave.hubert_codebook import CENTROIDS_NAME, CodebookError, read_codebook
-from pipeline.cli.errors import run_cli
 from pipeline.prep.output import prepare_output_dir
 from pipeline.targets import ensure_codebook
-from pipeline.targets.__main__ import main
+from pipeline.targets.__main__ import COMMAND, main
 from pipeline.targets.features import crop_features
 from pipeline.targets.kmeans import TooFewFramesError
 from pipeline.targets.sample import NotWaveformShardsError, read_sample_crops
@@ -145,9 +144,13 @@ def test_cli_prints_the_codebook_dir_and_fails_in_one_line(speech_shards, tmp_pa
     assert main(args) == 0
     printed = capsys.readouterr().out.strip()
     assert (tmp_path / printed.rsplit("/", 1)[-1] / CENTROIDS_NAME).is_file()
-    assert run_cli(main, "targets", ["--shards", str(tmp_path / "missing")]) == 2
+    assert COMMAND.run(main, ["--shards", str(tmp_path / "missing")]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("targets: error:") and "python -m pipeline.prep" in error and error.count("\n") == 1
+    assert (
+        error.startswith("python -m pipeline.targets: error:")
+        and "python -m pipeline.prep" in error
+        and error.count("\n") == 1
+    )
 
 
 def test_prep_rerun_into_the_shard_folder_keeps_reusing_it_beside_the_codebooks(speech_shards):

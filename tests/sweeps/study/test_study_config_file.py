@@ -54,7 +54,7 @@ def test_an_unknown_key_stops_the_study_naming_it_and_the_file(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "[evaluate] has unknown key 'probes'" in err and str(recipe) in err
     # one line with the program's name, not argparse's usage first (it was 48 lines)
-    assert err.strip().count("\n") == 0 and err.startswith("sweeps.scaling: error: --config ")
+    assert err.strip().count("\n") == 0 and err.startswith("python -m sweeps.scaling: error: --config ")
 
 
 def test_the_grid_is_required_from_the_flags_or_the_file(capsys):
