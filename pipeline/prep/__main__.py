@@ -11,12 +11,9 @@ Exit status: 0 when at least one input produced rows (or a finished identical ru
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 
-from pipeline.audio.inputs import InputListingError
 from pipeline.cli.command import Command
-from pipeline.prep.output import OutputConflictError
 from pipeline.prep.run import PrepConfig, PrepResult, run_prep
 
 
@@ -91,12 +88,8 @@ def parse_args(argv: list[str] | None) -> PrepConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    try:
-        result = run_prep(config)
-    except (OutputConflictError, InputListingError) as error:
-        print(f"{COMMAND.prog}: error: {error}", file=sys.stderr)
-        return 2
+    # A conflicting output folder or an input that cannot be listed is a UserError: one line, exit code 2.
+    result = run_prep(parse_args(argv))
     print(format_summary(result))
     return result.exit_code
 

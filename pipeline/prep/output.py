@@ -22,6 +22,7 @@ import pyarrow.fs as pafs
 
 import pipeline
 from pipeline.audio.inputs import DUPLICATE_KIND, InputFile
+from pipeline.cli.errors import UserError
 from pipeline.shards.format import (
     MANIFEST_NAME,
     PART_GLOB,
@@ -37,8 +38,8 @@ OUR_NAMES = (MANIFEST_NAME, REJECTED_NAME, MANIFEST_NAME + ".tmp")  # .tmp: writ
 LOCK_NAME = ".prep.lock"  # pipeline.prep.lock; never deleted: removing a file another run waits on races
 
 
-class OutputConflictError(RuntimeError):
-    """The output directory holds something this run must not silently replace."""
+class OutputConflictError(UserError):
+    """The output directory holds something this run must not silently replace (one line, exit code 2)."""
 
 
 def compute_fingerprint(settings: dict, inputs: list[InputFile]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.prep.__main__ import format_summary, main
+from pipeline.prep.__main__ import COMMAND, format_summary, main
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import mel_from_row, read_rejected, read_shard_table
 from tests.support.prep_helpers import write_bad_inputs
@@ -121,5 +121,5 @@ def test_exit_status_is_one_when_no_input_produces_rows(ray_local, tmp_path, cap
 
 
 def test_exit_status_is_two_for_a_missing_input(tmp_path, capsys):
-    assert main(["--input", str(tmp_path / "nowhere"), "--output", str(tmp_path / "out")]) == 2
+    assert COMMAND.run(main, ["--input", str(tmp_path / "nowhere"), "--output", str(tmp_path / "out")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 
 import pipeline
 from pipeline.audio.frontend import get_preset
-from pipeline.prep.__main__ import format_summary, main
+from pipeline.prep.__main__ import COMMAND, format_summary, main
 from pipeline.prep.output import OutputConflictError, prepare_output_dir
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import (
@@ -60,7 +60,9 @@ def test_same_inputs_and_settings_reuse_the_output(shards):
 
 def test_other_settings_into_the_same_output_are_a_clear_error(shards, capsys):
     manifest_path = shards.parent / "audio" / "manifest.jsonl"
-    code = main(["--input", str(manifest_path), "--output", str(shards), "--segment-s", "5", "--preset", "dasheng"])
+    code = COMMAND.run(
+        main, ["--input", str(manifest_path), "--output", str(shards), "--segment-s", "5", "--preset", "dasheng"]
+    )
     error = capsys.readouterr().err
     assert code == 2
     assert "settings differ (preset)" in error and "--overwrite" in error
