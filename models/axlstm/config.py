@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.axlstm.mlstm import DEFAULT_CHUNK_SIZE
+from models.layers.masking import check_mask_ratio
 from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
 from models.mae.config import CrossDecoderOptions
 
@@ -67,8 +68,7 @@ class AxLSTMConfig(PatchGrid, CrossDecoderOptions):
                 f"{self.encoder_dim} must split into n_heads={self.n_heads} heads of "
                 "whole 4 x 4 projection blocks"
             )
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
+        check_mask_ratio(self.mask_ratio, where=f"{self.name}: mask_ratio")
         if self.mlstm_form not in ("parallel", "chunkwise"):
             raise ValueError(f"{self.name}: mlstm_form={self.mlstm_form!r}, use 'parallel' or 'chunkwise'")
         if self.chunk_size < 1:

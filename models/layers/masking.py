@@ -35,6 +35,17 @@ class Masking:
         return self.ids_shuffle[:, self.n_keep :]
 
 
+def check_mask_ratio(mask_ratio: object, *, where: str) -> float:
+    """The one range check of a mask ratio, for every model family, the run config and the study grids.
+
+    A fraction of patches (or frames) in (0, 1): 0 leaves nothing to predict (the masked loss has no
+    term) and 1 leaves the encoder nothing to see. `where` names the setting (`--mask-ratio`,
+    `mae-debug: mask_ratio`) so the message says what to change."""
+    if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, int | float) or not 0.0 < mask_ratio < 1.0:
+        raise ValueError(f"{where} must be a fraction of the patches in (0, 1), got {mask_ratio!r}")
+    return float(mask_ratio)
+
+
 # The tolerance of the pipeline's own rounding (see `count_kept`); 0 is the reference codes'.
 KEPT_COUNT_TOLERANCE = 1e-6
 
@@ -47,10 +58,9 @@ def count_kept(n_patches: int, mask_ratio: float, *, tolerance: float = KEPT_COU
     there: 250 * (1 - 0.8) = 49.999... keeps 49, and 0.9 keeps 24. `tolerance=0` reproduces that (the
     study MAE sizes); the default 1e-6 keeps 50 and 25, what the CPU profile's models were measured with.
     """
-    if not 0.0 <= mask_ratio < 1.0:
-        raise ValueError(f"mask_ratio={mask_ratio} must be in [0, 1)")
+    # The setting itself is checked where it is set (check_mask_ratio); 0 here is a count with nothing removed.
     n_keep = int(n_patches * (1.0 - mask_ratio) + tolerance)
-    if n_keep < 1:
+    if n_keep < 1 or mask_ratio < 0.0:
         raise ValueError(f"mask_ratio={mask_ratio} leaves no visible patch of {n_patches}")
     return n_keep
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.layers.masking import KEPT_COUNT_TOLERANCE
+from models.layers.masking import KEPT_COUNT_TOLERANCE, check_mask_ratio
 from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
 
 
@@ -130,8 +130,7 @@ class MaskedAutoencoderConfig(PatchGrid, CrossDecoderOptions):
                 f"{self.name}: mask_group_patches={self.mask_group_patches} must be a positive "
                 f"divisor of the {self.n_time_patches} time patches of a crop"
             )
-        if not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
+        check_mask_ratio(self.mask_ratio, where=f"{self.name}: mask_ratio")
         for field_name, fewest in (
             ("encoder_position_rows", self.n_time_patches),
             ("decoder_position_rows", self.n_patches),

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from models.config_overrides import apply_overrides
+from models.layers.masking import check_mask_ratio
 from models.layers.patching import FRONTEND_HOP_MS, PatchGrid
 from models.ssast.cluster_masking import SSAST_CLUSTER_SIDES, check_mask_count
 
@@ -112,8 +113,7 @@ def ssast_config_with_overrides(config: SSASTConfig, overrides: dict[str, object
     config = apply_overrides(config, overrides)
     if mask_ratio is None:
         return config
-    if not isinstance(mask_ratio, int | float) or not 0.0 < mask_ratio < 1.0:
-        raise ValueError(f"{config.name}: mask_ratio={mask_ratio!r} must be a fraction in (0, 1)")
+    check_mask_ratio(mask_ratio, where=f"{config.name}: mask_ratio")
     mask_patches = round(mask_ratio * config.n_patches)
     if "mask_patches" in overrides and overrides["mask_patches"] != mask_patches:
         raise ValueError(

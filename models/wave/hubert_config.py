@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.layers.masking import check_mask_ratio
 from models.layers.patching import PatchGrid
 from models.wave.span_masking import SpanMaskedConfig
 
@@ -84,8 +85,8 @@ class HubertConfig(PatchGrid, SpanMaskedConfig):
                 f"{self.name}: mask_start_probability={self.mask_start_probability} must be in (0, 1) "
                 f"and mask_span_frames={self.mask_span_frames} at least 1"
             )
-        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
+        if self.mask_ratio is not None:
+            check_mask_ratio(self.mask_ratio, where=f"{self.name}: mask_ratio")
         if self.crop_frames <= 2 * self.mask_span_frames:
             raise ValueError(
                 f"{self.name}: crop_frames={self.crop_frames} leaves no room for "

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from models.layers.masking import check_mask_ratio
+
 # wav2vec 2.0 / HuBERT pass min_masks=2 to compute_mask_indices (fairseq Wav2Vec2Model.apply_mask).
 MIN_SPANS = 2
 
@@ -99,8 +101,7 @@ def expected_masked_fraction(n_frames: int, start_probability: float, span_frame
 def start_probability_for_fraction(mask_ratio: float, n_frames: int, span_frames: int) -> float:
     """The p whose expected coverage on `n_frames` frames is `mask_ratio` (the inverse of
     `expected_masked_fraction` while p T >= MIN_SPANS)."""
-    if not 0.0 < mask_ratio < 1.0:
-        raise ValueError(f"mask_ratio={mask_ratio} must be in (0, 1)")
+    check_mask_ratio(mask_ratio, where="mask_ratio")
     if n_frames <= span_frames:
         raise ValueError(f"{n_frames} frames cannot hold a {span_frames}-frame span: use longer crops")
     per_candidate = 1.0 - (1.0 - mask_ratio) ** (1.0 / span_frames)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from models.layers.masking import check_mask_ratio
 from models.layers.patching import PatchGrid
 from models.wave.feature_encoder import EXTRACTOR_MODES, SAMPLES_PER_FRAME
 from models.wave.span_masking import SpanMaskedConfig
@@ -99,8 +100,8 @@ class Wav2Vec2Config(PatchGrid, SpanMaskedConfig):
                 f"{self.encoder_heads} heads and final_dim={self.final_dim} into "
                 f"{self.codebook_groups} codebook groups"
             )
-        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"{self.name}: mask_ratio={self.mask_ratio} must be in (0, 1)")
+        if self.mask_ratio is not None:
+            check_mask_ratio(self.mask_ratio, where=f"{self.name}: mask_ratio")
         if not 0.0 < self.mask_start_probability < 1.0:
             raise ValueError(
                 f"{self.name}: mask_start_probability={self.mask_start_probability} must be "

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from models.layers.masking import check_mask_ratio
 from pipeline.cli.flags import (
     field_flag,
     filled_by_program,
@@ -236,8 +237,8 @@ class PretrainConfig:
             )
         if self.crop_frames is not None and self.crop_frames < 1:
             raise ValueError(f"{_flag('crop_frames')} must be a positive number of frames, got {self.crop_frames}")
-        if self.mask_ratio is not None and not 0.0 < self.mask_ratio < 1.0:
-            raise ValueError(f"{_flag('mask_ratio')} must be in (0, 1) (a fraction of patches), got {self.mask_ratio}")
+        if self.mask_ratio is not None:
+            check_mask_ratio(self.mask_ratio, where=_flag("mask_ratio"))
         if self.base_lr <= 0 or self.weight_decay < 0 or self.grad_clip_norm < 0 or self.adam_eps <= 0:
             raise ValueError(
                 f"need --lr > 0, --weight-decay >= 0, --grad-clip-norm >= 0 (0: off), --adam-eps > 0; got "

@@ -110,3 +110,40 @@ def test_study_mae_keeps_dashengs_counts_and_the_debug_model_its_own():
         for ratio, kept in expected.items():
             output = models.build_model(name, mask_ratio=ratio)(torch.randn(1, frames, 64))
             assert int((output.mask[0] == 0).sum()) == kept, (name, ratio)
+
+
+# One debug model of each family, built without weights: each refuses a mask ratio through the one check.
+FAMILY_MODELS = ["mae-debug", "audiomae++-debug", "axlstm-debug", "ssast-debug-patch", "hubert-debug", "wav2vec2-debug"]
+
+
+@pytest.mark.parametrize("name", FAMILY_MODELS)
+@pytest.mark.parametrize("ratio", [0.0, 1.0, -0.1, True])
+def test_every_family_refuses_a_mask_ratio_outside_0_1_with_the_one_message(name, ratio) -> None:
+    from models.registry import model_entry
+
+    with (
+        torch.device("meta"),
+        pytest.raises(ValueError, match=r"mask_ratio must be a fraction of the patches in \(0, 1\)"),
+    ):
+        model_entry(name).build(mask_ratio=ratio)
+
+
+def test_the_run_config_refuses_it_with_the_same_message_naming_its_flag() -> None:
+    from pipeline.pretrain.config import PretrainConfig
+
+    with pytest.raises(ValueError, match=r"^--mask-ratio must be a fraction of the patches in \(0, 1\), got 1.0$"):
+        PretrainConfig(mask_ratio=1.0)
+
+
+def test_no_module_checks_a_mask_ratio_range_itself() -> None:
+    """The range lives in check_mask_ratio alone: a second copy would drift (there were seven)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    copies = [
+        str(path.relative_to(root))
+        for folder in ("models", "pipeline", "sweeps")
+        for path in (root / folder).rglob("*.py")
+        if "mask_ratio < 1" in path.read_text() and path.name != "masking.py"
+    ]
+    assert copies == []
