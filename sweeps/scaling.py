@@ -24,7 +24,6 @@ from pathlib import Path
 
 from pipeline.cli.command import Command
 from pipeline.cli.flags import add_flags, config_from_flags, flag
-from pipeline.tracking import runs as tracking
 from sweeps.protocol.early_stop_rule import (
     DEFAULT_KEEP_FRACTION,
     decision_step_for,
@@ -126,7 +125,7 @@ def run_command(argv: list[str]) -> int:
     plan.cost_assumptions()  # refuses the cost flags without --plan
     outcome = run_study(config)  # a default that cannot be built here is a UserError: one line, exit 2
     print(outcome.report_markdown)
-    uri = tracking.resolve_tracking_uri(config.tracking_uri)
+    uri = outcome.tracking_uri
     # `mlflow` is installed beside this Python (the venv's bin), not necessarily on PATH.
     print("\n".join(closing_lines(outcome, tracking_uri=uri, bin_dir=Path(sys.executable).parent)))
     # Apart from the closing lines, which a rerun reproduces to the digit: where this run's time went.

@@ -13,7 +13,7 @@ from typing import Any
 
 import ray.train
 
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import ResolvedPretrainConfig
 from pipeline.pretrain.training_core import TrainingState, save_training_state
 
 
@@ -21,7 +21,7 @@ def report_with_checkpoint(
     metrics: dict[str, Any],
     training: TrainingState,
     *,
-    config: PretrainConfig,
+    config: ResolvedPretrainConfig,
     step: int,
     rank: int,
     data_position: dict[str, int],

@@ -1,10 +1,10 @@
 """`PretrainConfig`: every knob of one pretraining run, with units in the names and its flag.
 
 Each field is declared once, with its `python -m pipeline.pretrain` flag, default and help
-(`pipeline.cli.flags`). The CLI builds the config at the edge; Ray hands it to each worker as
-a plain dict (`to_dict`), turned back into the dataclass in one line (`PretrainConfig(**config_dict)`).
-`resolved()` fills the defaults that depend on the model, the machine or the clock once, on the
-driver, so every worker reads the same crop length, mask ratio, paths and sizes.
+(`pipeline.cli.flags`). The CLI builds the config at the edge. `resolved()` fills the defaults that
+depend on the model, the machine or the clock once, on the driver, as a `ResolvedPretrainConfig`;
+Ray hands that to each worker as a plain dict (`to_dict`), turned back into the type in one line,
+so every worker reads the same crop length, mask ratio, paths and sizes.
 """
 
 from __future__ import annotations
@@ -290,29 +290,63 @@ class PretrainConfig:
         """The model's spec, sizes and FLOPs from a build without weights."""
         return describe_model(self.model_name, self.model_build_overrides())
 
-    def resolved(self, *, cluster_cpus: float | None = None, model: ModelFacts | None = None) -> PretrainConfig:
+    def resolved(
+        self,
+        *,
+        cluster_cpus: float | None = None,
+        model: ModelFacts | None = None,
+        shard_fingerprint: str | None = None,
+    ) -> ResolvedPretrainConfig:
         """Fill the defaults that depend on the model, the clock, the filesystem or the cluster size.
 
-        `model`: this config's `describe_model()` when the caller already has it (a study trial)."""
+        `model`: this config's `describe_model()` when the caller already has it (a study trial);
+        `shard_fingerprint`: the shards' manifest's, when the caller has read it (the driver)."""
         model = model or self.describe_model()
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         cpus = self.cpus_per_worker or default_worker_cpus(self.num_workers, cluster_cpus or 2.0)
         default_shards = paths.shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None)
-        return dataclasses.replace(
-            self,
-            crop_frames=model.spec.crop_frames,
-            mask_ratio=model.spec.mask_ratio,
-            shards_dir=str(self.shards_dir or default_shards),
-            run_name=self.run_name or f"{self.model_name}-{stamp}",
-            storage_path=_absolute_storage_path(self.storage_path),
-            tracking_uri=resolve_tracking_uri(self.tracking_uri),
-            warmup_steps=self.effective_warmup_steps,
-            micro_batch_size=self.effective_micro_batch_size,
-            cpus_per_worker=cpus,
+        return ResolvedPretrainConfig(
+            **self.to_dict()
+            | dict(
+                shard_fingerprint=shard_fingerprint or self.shard_fingerprint,
+                crop_frames=model.spec.crop_frames,
+                mask_ratio=model.spec.mask_ratio,
+                shards_dir=str(self.shards_dir or default_shards),
+                run_name=self.run_name or f"{self.model_name}-{stamp}",
+                storage_path=_absolute_storage_path(self.storage_path),
+                tracking_uri=resolve_tracking_uri(self.tracking_uri),
+                warmup_steps=self.effective_warmup_steps,
+                micro_batch_size=self.effective_micro_batch_size,
+                cpus_per_worker=cpus,
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# What `resolved()` fills: every worker must read the driver's value, never work out its own.
+RESOLVED_FIELDS = (
+    "crop_frames", "mask_ratio", "shards_dir", "run_name", "storage_path", "tracking_uri", "warmup_steps",
+    "micro_batch_size", "cpus_per_worker",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResolvedPretrainConfig(PretrainConfig):
+    """A run's settings resolved once, on the driver (`PretrainConfig.resolved()`): the model's crop
+    length and mask ratio, the shards (and their fingerprint once read), the run name, absolute
+    storage and tracking locations, the warmup, the micro-batch and the CPUs per worker. The driver
+    hands it to Ray as a dict and each worker rebuilds it (`ResolvedPretrainConfig(**config_dict)`),
+    which refuses a dict with any of those left to be worked out."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unresolved = [name for name in RESOLVED_FIELDS if getattr(self, name) is None]
+        if unresolved:
+            raise ValueError(f"a resolved run needs {', '.join(unresolved)}; build it with PretrainConfig.resolved()")
+        if "://" not in self.storage_path and not Path(self.storage_path).is_absolute():
+            raise ValueError(f"storage_path {self.storage_path!r} is relative; resolved() makes it absolute")
 
 
 def _flag(field_name: str) -> str:

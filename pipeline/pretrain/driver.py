@@ -31,7 +31,7 @@ from ray.train.torch import TorchTrainer
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
 from pipeline.cli.errors import UserError
 from pipeline.pretrain import debug_hooks
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import PretrainConfig, ResolvedPretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
 from pipeline.pretrain.discrete_targets import with_codebook
 from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
@@ -105,8 +105,9 @@ def run_pretraining(
     started_ray = connect_ray(config.ray_address)
     try:
         warmup_given = config.warmup_steps is not None
-        config = config.resolved(cluster_cpus=ray.cluster_resources().get("CPU"), model=model)
-        config = dataclasses.replace(config, shard_fingerprint=manifest["fingerprint"])
+        config = config.resolved(
+            cluster_cpus=ray.cluster_resources().get("CPU"), model=model, shard_fingerprint=manifest["fingerprint"]
+        )
         config, allowed_changes = check_resume(config, warmup_given=warmup_given)
         check_storage_room(config, model)
         announce_resume_point(config.storage_path, config.run_name, say=lambda line: print(line, file=sys.stderr))
@@ -121,7 +122,7 @@ def run_pretraining(
 
 
 def _run_on_ray(
-    config: PretrainConfig,
+    config: ResolvedPretrainConfig,
     model: ModelFacts,
     manifest: dict[str, Any],
     run_callbacks: Sequence[Any],
@@ -165,7 +166,7 @@ def _run_on_ray(
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 
 
-def check_storage_room(config: PretrainConfig, model: ModelFacts) -> None:
+def check_storage_room(config: ResolvedPretrainConfig, model: ModelFacts) -> None:
     """Local storage must hold every checkpoint that can exist there at once, before any training step."""
     if "://" in config.storage_path:
         return
@@ -177,7 +178,7 @@ def check_storage_room(config: PretrainConfig, model: ModelFacts) -> None:
     )  # fmt: skip
 
 
-def checkpoints_at_once(config: PretrainConfig) -> int:
+def checkpoints_at_once(config: ResolvedPretrainConfig) -> int:
     """The most checkpoints the storage's filesystem holds at one moment. Ray Train copies a new
     checkpoint in before it deletes the oldest kept one, so `--keep-checkpoints K` means K + 1 (a
     run on a 5 MB disk, counted as 2, failed at the third copy, minutes in); with `--checkpoint-steps`
@@ -199,7 +200,7 @@ def _read_manifest_naming_it(shards_dir: str) -> dict[str, Any]:
         ) from error
 
 
-def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> TorchTrainer:
+def build_trainer(config: ResolvedPretrainConfig, run_callbacks: Sequence[Any]) -> TorchTrainer:
     """The TorchTrainer of a resolved config: workers, resources, storage, retries, checkpoints."""
     return TorchTrainer(
         train_loop,
@@ -230,7 +231,7 @@ def build_trainer(config: PretrainConfig, run_callbacks: Sequence[Any]) -> Torch
     )
 
 
-def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model: ModelFacts) -> PretrainResult:
+def _finish_run(run, result: ray.train.Result, *, config: ResolvedPretrainConfig, model: ModelFacts) -> PretrainResult:
     """Close the MLflow run from Ray Train's result: FAILED with a clear error, or the final checkpoint."""
     bad_step = run.tags().get(NON_FINITE_TAG)
     if bad_step:
@@ -273,7 +274,7 @@ def _finish_run(run, result: ray.train.Result, *, config: PretrainConfig, model:
 
 
 def _study_checkpoints(
-    result: ray.train.Result, config: PretrainConfig, final_step: int
+    result: ray.train.Result, config: ResolvedPretrainConfig, final_step: int
 ) -> tuple[tuple[int, str], ...]:
     """(step, path) of the kept checkpoints, less those taken only for a preemption notice: resume
     points, not the study's evaluation points (--checkpoint-steps, --checkpoint-every, the last)."""

@@ -27,7 +27,7 @@ import torch
 
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.checkpoint_report import report_with_checkpoint
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import ResolvedPretrainConfig
 from pipeline.pretrain.data import (
     MicroBatches,
     load_validation_crops,
@@ -53,8 +53,8 @@ NON_FINITE_TAG = "audioscale.non_finite_loss_step"
 
 
 def train_loop(config_dict: dict[str, Any]) -> None:
-    """Ray Train worker entry point: `config_dict` is `PretrainConfig.resolved().to_dict()`."""
-    config = PretrainConfig(**config_dict)
+    """Ray Train worker entry point: `config_dict` is `ResolvedPretrainConfig.to_dict()`."""
+    config = ResolvedPretrainConfig(**config_dict)
     context = ray.train.get_context()
     with node_system_metrics(  # the first worker on each node samples its CPU, memory and GPUs into the run
         config.tracking_uri, config.mlflow_run_id, every_s=config.system_metrics_every_s,
@@ -63,7 +63,7 @@ def train_loop(config_dict: dict[str, Any]) -> None:
         train_on_worker(config, context)
 
 
-def train_on_worker(config: PretrainConfig, context: Any) -> None:
+def train_on_worker(config: ResolvedPretrainConfig, context: Any) -> None:
     """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
     torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
     place = WorkerPlace(
@@ -111,7 +111,7 @@ def train_on_worker(config: PretrainConfig, context: Any) -> None:
 
 
 def run_steps(
-    config: PretrainConfig,
+    config: ResolvedPretrainConfig,
     training: TrainingState,
     place: WorkerPlace,
     tracker: TrackedRun | None,
@@ -215,11 +215,11 @@ def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
     tracker.log_params(record)
 
 
-def is_checkpoint_step(config: PretrainConfig, step: int) -> bool:
+def is_checkpoint_step(config: ResolvedPretrainConfig, step: int) -> bool:
     return step % config.checkpoint_every_steps == 0 or step in config.checkpoint_steps
 
 
-def follows_checkpoint(config: PretrainConfig, step: int) -> bool:
+def follows_checkpoint(config: ResolvedPretrainConfig, step: int) -> bool:
     """The step after a checkpoint (the initialisation's included when it is one): see `report_step`."""
     return (step > 1 and is_checkpoint_step(config, step - 1)) or (step == 1 and 0 in config.checkpoint_steps)
 
@@ -228,7 +228,7 @@ def report_step(
     metrics: dict[str, Any],
     training: TrainingState,
     *,
-    config: PretrainConfig,
+    config: ResolvedPretrainConfig,
     step: int,
     rank: int,
     last: bool,

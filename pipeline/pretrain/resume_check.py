@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.checkpoint import read_checkpoint_meta
 from pipeline.cli.errors import UserError
 from pipeline.cli.flags import field_flag
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import PretrainConfig, ResolvedPretrainConfig
 
 # What the weights, optimizer state and measured values depend on.
 TRAINING_FIELDS = (
@@ -59,7 +59,9 @@ def resume_differences(saved: dict[str, Any], config: PretrainConfig) -> dict[st
     return {name: (saved.get(name), new.get(name)) for name in TRAINING_FIELDS if saved.get(name) != new.get(name)}
 
 
-def check_resume(config: PretrainConfig, *, warmup_given: bool) -> tuple[PretrainConfig, dict[str, str]]:
+def check_resume(
+    config: ResolvedPretrainConfig, *, warmup_given: bool
+) -> tuple[ResolvedPretrainConfig, dict[str, str]]:
     """Refuse a resume whose training settings differ from its checkpoint's unless allowed; returns
     the config (a warmup not given keeps the checkpoint's, not 10% of the new --steps) and the
     allowed changes as `{flag: "old -> new"}` for the run to record ({} for a fresh run)."""

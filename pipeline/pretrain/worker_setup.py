@@ -12,7 +12,7 @@ import ray.train
 import ray.train.torch
 import torch
 
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import ResolvedPretrainConfig
 from pipeline.pretrain.resume import resume_directory
 from pipeline.pretrain.training_core import TrainingState, build_training_state
 
@@ -27,7 +27,7 @@ class WorkerPlace:
     node_id: str
 
 
-def build_training(config: PretrainConfig, place: WorkerPlace) -> TrainingState:
+def build_training(config: ResolvedPretrainConfig, place: WorkerPlace) -> TrainingState:
     """Build the model and optimizer, load the latest checkpoint that verifies, wrap for DDP (and compile)."""
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:

@@ -59,6 +59,7 @@ __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "stu
 class StudyOutcome:
     study_name: str
     parent_run_id: str
+    tracking_uri: str  # absolute: where the study's runs are
     trials_run: list[str]
     trials_skipped: list[str]  # finished in an earlier attempt
     trials_failed: list[str]
@@ -130,6 +131,9 @@ def study_trainable(config: dict[str, Any]) -> None:
 
 def run_study(config: StudyConfig) -> StudyOutcome:
     """Run (or resume) a study over `config.grid`, then fit and log its laws."""
+    # The tracking URI is resolved once, here ($MLFLOW_TRACKING_URI or the embedded store, made
+    # absolute): the checks, the study run, every trial and the closing lines read this one value.
+    config = dataclasses.replace(config, tracking_uri=tracking.resolve_tracking_uri(config.tracking_uri))
     clock = PhaseClock()
     clock.begin("start-up")
     trials = expand_grids(
@@ -167,6 +171,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
     return StudyOutcome(
         study_name=context.study_name,
         parent_run_id=parent.run_id,
+        tracking_uri=context.tracking_uri,
         trials_run=[t.name for t in remaining],
         trials_skipped=sorted(finished & {t.name for t in trials}),
         trials_failed=failed,
@@ -183,7 +188,7 @@ def run_study(config: StudyConfig) -> StudyOutcome:
 def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.TrackedRun, StudyContext]:
     """Start (or, with resume, reopen) the study's parent run; the context its trials share."""
     study_name = config.resolved_study_name
-    uri = tracking.resolve_tracking_uri(config.tracking_uri)
+    uri = config.tracking_uri  # resolved by run_study
     existing = tracking.find_run_id(uri, STUDY_EXPERIMENT, study_name)
     # A study left RUNNING by a process that is gone (killed) is taken over (with a note), as with --resume.
     running_in = tracking.live_owner(uri, existing) if existing is not None else None

@@ -44,7 +44,7 @@ def check_study_inputs(config: StudyConfig) -> TaskSetCheck:
             check_writable_dir(place, what=flag)  # a file there, read-only or full: one line, now
     if config.address is None and config.gpus_per_trial > 0:
         _check_local_gpus(config.gpus_per_trial)
-    tracking.check_store(tracking.resolve_tracking_uri(config.tracking_uri))
+    tracking.check_store(tracking.resolve_tracking_uri(config.tracking_uri))  # as given, when called alone
     return task_set
 
 

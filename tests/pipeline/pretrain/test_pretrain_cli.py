@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.cli.flags import FILLED_BY_PROGRAM_KEY, FLAG_KEY
 from pipeline.pretrain.__main__ import build_parser, config_from_args, parse_override
-from pipeline.pretrain.config import PretrainConfig
+from pipeline.pretrain.config import RESOLVED_FIELDS, PretrainConfig, ResolvedPretrainConfig
 
 
 def test_help_lists_every_issue_option_with_defaults():
@@ -108,7 +108,7 @@ def test_resolved_config_fills_machine_defaults(tmp_path, monkeypatch):
     assert config.run_name.startswith("mae-debug-")
     assert config.warmup_steps == 20 and config.micro_batch_size == 16
     assert config.cpus_per_worker == 4.0  # (9 - 1) CPUs shared by 2 workers
-    assert PretrainConfig(**config.to_dict()) == config  # what a Ray worker rebuilds
+    assert ResolvedPretrainConfig(**config.to_dict()) == config  # what a Ray worker rebuilds
 
 
 def _cli_fields():
@@ -172,6 +172,22 @@ def test_resolved_config_carries_the_model_crop_and_mask_ratio(tmp_path, monkeyp
     config = PretrainConfig(model_name="mae-debug").resolved()
     assert (config.crop_frames, config.mask_ratio) == (200, 0.75)  # mae-debug's own
     assert PretrainConfig(model_name="mae-debug", crop_frames=104).resolved().describe_model().spec.crop_frames == 104
+
+
+def test_a_resolved_run_is_its_own_type_and_a_worker_refuses_one_left_unresolved(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIOSCALE_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    config = PretrainConfig(model_name="mae-debug", storage_path="runs").resolved(shard_fingerprint="f" * 64)
+    assert isinstance(config, ResolvedPretrainConfig) and config.shard_fingerprint == "f" * 64
+    assert config.storage_path == str(tmp_path / "runs") and config.tracking_uri.startswith("sqlite:////")
+    assert (config.warmup_steps, config.micro_batch_size) == (30, 32)  # 10% of 300 steps; batch / 1 worker
+    assert ResolvedPretrainConfig(**config.to_dict()) == config  # what each worker rebuilds from Ray's dict
+    assert isinstance(dataclasses.replace(config, mlflow_run_id="abc"), ResolvedPretrainConfig)
+    for name in RESOLVED_FIELDS:
+        with pytest.raises(ValueError, match=f"a resolved run needs {name}; build it with PretrainConfig.resolved"):
+            ResolvedPretrainConfig(**{**config.to_dict(), name: None})
+    with pytest.raises(ValueError, match="storage_path 'runs' is relative"):
+        ResolvedPretrainConfig(**{**config.to_dict(), "storage_path": "runs"})
 
 
 @pytest.mark.parametrize("text", ["0.9", "0.9,1.0", "a,b"])

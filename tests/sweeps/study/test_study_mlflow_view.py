@@ -120,7 +120,7 @@ def test_the_html_report_carries_its_figures_inside_the_file(study, tmp_path):
 def test_closing_lines_print_summary_and_a_working_mlflow_command(study, tmp_path):
     uri, parent, table, fits, markdown = study
     outcome = StudyOutcome(
-        study_name=STUDY, parent_run_id=parent.run_id, trials_run=list(table["trial"]), trials_skipped=[],
+        study_name=STUDY, parent_run_id=parent.run_id, tracking_uri=uri, trials_run=list(table["trial"]), trials_skipped=[],
         trials_failed=[], table=table, fits=fits, report_markdown=markdown,
     )  # fmt: skip
     lines = closing_lines(outcome, tracking_uri=uri, bin_dir=tmp_path / "bin")
