@@ -124,7 +124,10 @@ def summary_lines(
     intervals = q_intervals(trials, info)
     best, interval = trials.iloc[i], intervals[i]
     rankme = f", {rankme_axis_label(trials)} {best['rankme']:.2f}" if "rankme" in trials.columns else ""
-    lines.append(f"best: {point_names(trials)[i]}: Q {best[Q_METRIC]:.4f} (95% {interval.cell()}){rankme}")
+    # The winner's curse: the best point is chosen for its Q, so with more than one point its Q (and
+    # its lead over the baselines below) reads high by the noise that made it the largest.
+    picked = f"; the largest Q of {len(trials)} points, so it reads high by selection" if len(trials) > 1 else ""
+    lines.append(f"best: {point_names(trials)[i]}: Q {best[Q_METRIC]:.4f} (95% {interval.cell()}){rankme}{picked}")
     lines += _initialisation_lines(trials, i, intervals, comparisons)
     tasks = [c.removeprefix(TASK_SCORE_PREFIX) for c in task_score_columns(trials)]
     return lines + baseline_lines(best, tasks, comparisons)

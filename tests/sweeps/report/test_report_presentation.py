@@ -222,6 +222,8 @@ def test_summary_lines_state_fit_verdict_best_initialisation_and_baseline():
     assert re.search(rf"Q\(R\) fit: {q_inf}, x_c .*; R² [\d.]+ over 20 points", text)
     assert "A trend of Q is detectable for Q(R)" in lines[0] or "No detectable trend" in lines[0]
     assert re.search(r"best: mask0\.90 @100: Q [\d.]+ \(95% n/a \(2 seeds\)\), RankMe R \(pool, N=600\) [\d.]+", text)
+    # The winner's curse said with the count it was picked from: 5 trials x 4 checkpoints.
+    assert re.search(r"^best: .*; the largest Q of 20 points, so it reads high by selection$", text, re.M)
     assert re.search(r"vs initialisation: Q [\d.]+ is above its step-0 Q [\d.]+ \(95% n/a \(2 seeds\)\): \+", text)
     assert "noise of the intervals" not in text  # no informative interval: no verdict on the noise either
     assert re.search(r"R at initialisation [\d.]+, at the best point [\d.]+", text)
