@@ -169,3 +169,49 @@ def test_requires_python_covers_311_to_313_and_the_code_uses_nothing_newer_than_
             assert not used & NEWER_THAN_311, (
                 f"{path.relative_to(REPO_ROOT)}:{node.lineno} uses {used & NEWER_THAN_311}"
             )
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A one-module pure-Python wheel built by hand: an install that needs no build step or index."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        "audioscale_probe_pkg/__init__.py": "VALUE = 7\n",
+        "audioscale_probe_pkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: audioscale-probe-pkg\nVersion: 0.1\n",
+        "audioscale_probe_pkg-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    digests = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text)}"
+        for name, text in files.items()
+    ]
+    files["audioscale_probe_pkg-0.1.dist-info/RECORD"] = "\n".join(
+        [*digests, "audioscale_probe_pkg-0.1.dist-info/RECORD,,"]
+    )
+    wheel = folder / "audioscale_probe_pkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def test_the_pins_go_in_with_pip_where_pip_is_pointed_at_another_index(tmp_path):
+    """uv does not read pip's configuration: with PIP_INDEX_URL set (a mirror, a proxy) env.sh's
+    install_pins must use pip, and the pins must land all the same (here a local wheel)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements-dev.txt").write_text(f"{_tiny_wheel(tmp_path)}\n")
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
+    function = re.search(r"^install_pins\(\) \{.*?^\}", (REPO_ROOT / "scripts" / "env.sh").read_text(), re.S | re.M)
+    script = f"{function.group(0)}\nVENV_DIR={venv} REPO_ROOT={repo} install_pins"
+    # The index is PyPI's own address, given the way a mirror is: pip still reaches it for its own upgrade.
+    environment = {**os.environ, "PIP_INDEX_URL": "https://pypi.org/simple"}
+    installed = subprocess.run(["bash", "-c", script], env=environment, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "[env] installing the pins with pip" in installed.stdout
+    assert not (venv / "bin" / "uv").exists()  # uv was not even fetched
+    probe = subprocess.run([venv / "bin" / "python", "-c", "import audioscale_probe_pkg as p; print(p.VALUE)"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert probe.stdout.strip() == "7", probe.stderr
