@@ -37,9 +37,8 @@ from pipeline.evaluate.run import (
 )
 from pipeline.evaluate.scores import TaskScore, quality_q
 from pipeline.interop.hear_module import HearModule
-from pipeline.rankme.effective_rank import rankme_with_shape
 from pipeline.rankme.model_rankme import PoolRankMe
-from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool, is_capped
+from pipeline.rankme.pool import POOL_BATCH_CROPS, RankMePool
 from pipeline.rankme.waveform_pool import pool_crop_waveforms
 from pipeline.task_format.reader import (
     HEAR_SAMPLE_RATE_HZ,
@@ -69,14 +68,7 @@ def hear_module_pool_rankme(
         hear.scene_embeddings(batch, on_call=on_call)
         for batch in _batches(pool_crop_waveforms(pool, hear.sample_rate_hz))
     ]
-    value = rankme_with_shape(np.concatenate(scene))
-    return PoolRankMe(
-        value=value.value,
-        n=value.n_samples,
-        k=value.n_features,
-        pool=pool.fingerprint,
-        capped=is_capped(value.n_samples, value.n_features),
-    )
+    return PoolRankMe.of_embeddings(np.concatenate(scene), pool=pool.fingerprint)
 
 
 def _batches(crops: Iterator[np.ndarray]) -> Iterator[list[np.ndarray]]:

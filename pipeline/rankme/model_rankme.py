@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -36,6 +37,20 @@ class PoolRankMe:
     pool: str  # the pool's fingerprint
     capped: bool  # N < MIN_SAMPLES_PER_FEATURE x K: limited by N, not comparable to uncapped values
 
+    @classmethod
+    def of_embeddings(cls, scene: np.ndarray | torch.Tensor, *, pool: str) -> PoolRankMe:
+        """RankMe of one scene embedding per pool crop, (crops, dim), with its N, K and cap;
+        `pool` is the pool's fingerprint. Every measurement on a pool (a checkpoint, a HEAR module)
+        comes out of here, so the record's fields are filled one way."""
+        value = rankme_with_shape(scene)
+        return cls(
+            value=value.value,
+            n=value.n_samples,
+            k=value.n_features,
+            pool=pool,
+            capped=is_capped(value.n_samples, value.n_features),
+        )
+
     def record(self) -> dict[str, object]:
         """What is logged beside every value: MLflow params/tags and report columns use these names."""
         return {RANKME_N_KEY: self.n, RANKME_K_KEY: self.k, RANKME_POOL_KEY: self.pool, RANKME_CAPPED_KEY: self.capped}
@@ -52,14 +67,7 @@ def measure_pool_rankme(model: nn.Module, pool: RankMePool, *, device: torch.dev
         scene.append(frames.float().mean(dim=1))  # (crops, dim)
     model.train(was_training)
     # On a GPU the embeddings stay there: RankMe's float64 Gram and eigensolver run on the device.
-    value = rankme_with_shape(torch.cat(scene))
-    return PoolRankMe(
-        value=value.value,
-        n=value.n_samples,
-        k=value.n_features,
-        pool=pool.fingerprint,
-        capped=is_capped(value.n_samples, value.n_features),
-    )
+    return PoolRankMe.of_embeddings(torch.cat(scene), pool=pool.fingerprint)
 
 
 # A checkpoint's model.json carries the R its training measured at that very step, with what makes the
