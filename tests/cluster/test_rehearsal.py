@@ -33,7 +33,7 @@ def test_a_stage_asked_for_alone_brings_the_stages_it_needs():
         _with_needs(("nope",))
 
 
-# ~11 min on 2 cores: 6 pretraining and evaluation commands, each starting its own Ray (~4 min), then
+# The suite's exact-resume test too (its second stage). ~11 min on 2 cores: 6 pretraining and evaluation commands, each starting its own Ray (~4 min), then
 # a 4-trial study as two Ray jobs on two nodes (~7 min). It replaces the suite's separate study-job test.
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
