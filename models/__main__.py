@@ -1,15 +1,18 @@
-"""`python -m models --list`: every registered model with its parameters, input and mask ratio."""
+"""`python -m models --list`: every registered model with its parameters, input and mask ratio.
+
+`models` is the house's bottom floor (pure PyTorch) and imports nothing of `pipeline`, so this one-flag
+listing builds its parser with argparse directly; its prog is the same `python -m models` every other
+command's front door (`pipeline.cli.command`) uses, so its refusals read alike.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 
 import torch
 
 from models.interface import count_parameters
 from models.registry import list_models, model_entry
-from pipeline.cli.command import Command
-from pipeline.cli.flags import flag
 
 
 def describe_models() -> list[dict[str, object]]:
@@ -32,18 +35,13 @@ def describe_models() -> list[dict[str, object]]:
     return rows
 
 
-COMMAND = Command("models", __doc__)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelsCommandConfig:
-    list: bool = flag("--list", False, "print the registered models")
+PROG = "python -m models"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = COMMAND.parser(ModelsCommandConfig)
-    config, _ = COMMAND.parse(ModelsCommandConfig, argv, parser=parser)
-    if not config.list:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="print the registered models")
+    if not parser.parse_args(argv).list:
         parser.print_help()
         return 0
     print(f"{'name':<18} {'encoder':>10} {'total':>10} {'input (frames, mel)':>20} {'mask':>5}  paper")
@@ -56,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> int:
-    """`python -m` and the console script: user errors one line, exit code 2 (pipeline.cli.command)."""
-    return COMMAND.run(main)
+    """`python -m` and the console script (a usage error: argparse's one line, exit code 2)."""
+    return main()
 
 
 if __name__ == "__main__":

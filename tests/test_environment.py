@@ -57,8 +57,10 @@ def test_every_entry_point_names_a_main_function_that_python_m_also_runs():
         tree = ast.parse(Path(spec.origin).read_text())
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert function in functions, (name, target)
-        # Every command's user errors: one line, exit 2, through the front door (pipeline.cli.command).
-        assert "COMMAND.run(" in ast.unparse(functions[function]), (name, "the script bypasses its Command")
+        # Every command's user errors: one line, exit 2, through the front door (pipeline.cli.command);
+        # `models` sits below it and has only argparse's usage errors.
+        if name != "audioscale-models":
+            assert "COMMAND.run(" in ast.unparse(functions[function]), (name, "the script bypasses its Command")
         # `python -m <module>` must run it too (the README's and `ray job submit`'s form).
         guards = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
         assert guards and function in ast.unparse(guards[0]), (name, "no `if __name__ == '__main__':` calling it")

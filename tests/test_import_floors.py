@@ -6,8 +6,6 @@ Floors, bottom to top (docs/architecture.md):
   record) < `laws` (fitting) < `report` (tables, figures, markdown) < `study` (running a study);
 - an entry point (a package's `__main__`, `sweeps.scaling`, `sweeps.external`, `sweeps.advise`) sits above every
   floor of its own package: it is where a user comes in, and its folder only names the command;
-- every entry point builds its command with `pipeline.cli` (flags, errors, the command), the house's one
-  front door, so `models.__main__` may import it although `models` sits below `pipeline`;
 - `pipeline.defaults` builds the embedded defaults with corpus and prep, so only entry points and
   `sweeps` may call it: a stage that imported it would climb above its neighbours.
 """
@@ -19,7 +17,6 @@ from tests.test_import_graph import REPO_ROOT, import_graph, imported_names, mod
 PACKAGE_FLOORS = {"models": 0, "pipeline": 1, "sweeps": 2}
 SWEEPS_FLOORS = {"protocol": 0, "record": 1, "laws": 2, "report": 3, "study": 4}
 SWEEPS_ENTRY_POINTS = {"sweeps.scaling", "sweeps.external", "sweeps.advise"}
-FRONT_DOOR = "pipeline.cli"  # what every entry point builds its command with
 TOP = 99
 
 
@@ -36,17 +33,10 @@ def floor(module: str) -> tuple[int, int]:
     return PACKAGE_FLOORS[package], inner
 
 
-def at_front_door(module: str) -> bool:
-    """`pipeline.cli` and what it is in (`pipeline`'s own init, which importing it runs)."""
-    return module == FRONT_DOOR or module.startswith(FRONT_DOOR + ".") or FRONT_DOOR.startswith(module + ".")
-
-
 def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
     arrows = []
     for source, targets in sorted(graph.items()):
         for target in sorted(targets):
-            if is_entry_point(source) and at_front_door(target):
-                continue
             if floor(target) > floor(source):
                 arrows.append(f"{source} -> {target}")
             elif target == "pipeline.defaults" and source.startswith("pipeline.") and not is_entry_point(source):
@@ -73,11 +63,10 @@ def test_the_check_sees_an_upward_arrow_lazy_or_not():
         "sweeps.laws.__main__": {"sweeps.study.law_analysis"},  # an entry point may reach down anywhere
         "pipeline.pretrain.driver": {"pipeline.defaults"},
         "models.layers.masking": {"models.registry"},  # same floor
-        "models.__main__": {"pipeline.cli.command"},  # every entry point builds its command at the front door
-        "models.registry": {"pipeline.cli.flags"},  # ... but the package below may not
+        "models.__main__": {"pipeline.cli.command"},  # an entry point tops its own package only
     }
     assert upward_arrows(graph) == [
-        "models.registry -> pipeline.cli.flags",
+        "models.__main__ -> pipeline.cli.command",
         "pipeline.evaluate.cli -> sweeps.study.log",
         "pipeline.pretrain.driver -> pipeline.defaults (only entry points and sweeps build the defaults)",
         "sweeps.report.markdown -> sweeps.study.rule",

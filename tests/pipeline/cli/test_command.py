@@ -27,6 +27,8 @@ COMMANDS = {
 }
 # Every command that takes --help; the rehearsal is a developer's, without a console script.
 ALL_COMMANDS = [*COMMANDS, "cluster.rehearsal.__main__"]
+# `python -m models` sits on the bottom floor, below `pipeline.cli`: plain argparse, the same prog.
+FRONT_DOOR_COMMANDS = [name for name in ALL_COMMANDS if name != "models.__main__"]
 
 
 def _scripts() -> dict[str, str]:
@@ -39,7 +41,7 @@ def _entry(module_name: str):
     return module.main if module_name == "sweeps.scaling" else module.cli
 
 
-@pytest.mark.parametrize("module_name", ALL_COMMANDS)
+@pytest.mark.parametrize("module_name", FRONT_DOOR_COMMANDS)
 def test_each_command_is_named_after_its_module(module_name):
     command = importlib.import_module(module_name).COMMAND
     assert isinstance(command, Command)
