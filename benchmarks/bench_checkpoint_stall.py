@@ -61,7 +61,7 @@ def run_mode(mode: str, args: argparse.Namespace, shards: Path, work: Path, stor
     from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 
     result = run_pretraining(
-        PretrainConfig(
+        PretrainConfig.from_flat(
             model_name=args.model, model_overrides={"crop_frames": args.crop_frames}, shards_dir=str(shards),
             steps=args.steps, global_batch_size=2, num_workers=1, cpus_per_worker=1.0, log_every_steps=1,
             checkpoint_every_steps=args.steps, checkpoint_steps=(args.checkpoint_at,), rankme_every_steps=0,

@@ -93,7 +93,7 @@ def ray_train_steady_samples_per_s(
 
     with tempfile.TemporaryDirectory(prefix="bench-pretrain-") as work:
         result = run_pretraining(
-            PretrainConfig(
+            PretrainConfig.from_flat(
                 model_name=model_name,
                 shards_dir=shards_dir,
                 steps=steps,

@@ -48,7 +48,7 @@ def frozen_trial_config(home: Path, seed: int, work: Path) -> PretrainConfig:
     recipe = trial_overrides("cpu_default", train_steps=base.train_steps, hours=None, context_batch=32,
                              model_name=base.model_name)  # fmt: skip
     recipe["peak_lr"] = 0.0  # every weight stays as initialised: only running statistics move
-    return PretrainConfig(
+    return PretrainConfig.from_flat(
         model_name=base.model_name, model_overrides=dict(base.model_overrides), **recipe,
         seed=seed, steps=base.train_steps, num_workers=1, cpus_per_worker=1,
         shards_dir=str(home / "shards" / "dasheng"), run_name=f"frozen-{seed}",

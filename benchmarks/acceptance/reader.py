@@ -44,7 +44,7 @@ def _readers(shards: str, run: training.Training, count: int) -> list[MicroBatch
         MicroBatches(
             StreamPlan(shards, crop_frames=crop_frames, seed=0, rank=rank, world_size=count),
             micro_batch_size=run.config.effective_micro_batch_size,
-            window_rows=run.config.shuffle_buffer_crops,
+            window_rows=run.config.data.shuffle_buffer_crops,
             device=run.device,
             start=StreamPosition(),
         )  # fmt: skip
@@ -67,7 +67,7 @@ def _fed(run: training.Training, source: Iterator[torch.Tensor], *, warmup: int,
     for _ in range(timed):
         training.step(run, waited, next(numbers))
     wall_s = time.perf_counter() - began
-    return {"samples_per_s": run.config.global_batch_size * timed / wall_s, "busy_fraction": 1 - waited.wait_s / wall_s,
+    return {"samples_per_s": run.config.training.global_batch_size * timed / wall_s, "busy_fraction": 1 - waited.wait_s / wall_s,
             "wait_s": waited.wait_s, "wall_s": wall_s}  # fmt: skip
 
 

@@ -49,7 +49,7 @@ def build(
     "inductor" is what `--compile` runs; "eager" captures the same graphs with dynamo and runs them
     eagerly (the CPU mode's quick stand-in; inductor on a CPU takes ~35 s per model, and
     tests/pipeline/pretrain/test_pretrain_gpu_paths.py compiles with it)."""
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name=model_name, model_overrides=dict(overrides or {}), global_batch_size=global_batch,
         micro_batch_size=micro_batch, steps=steps, warmup_steps=1, precision=precision, peak_lr=peak_lr,
         optimizer="adamw",

@@ -7,12 +7,15 @@
 default is None (then the help says what None means). `config_from_flags(Config, args)` builds the
 dataclass from the parsed namespace. Fields the program fills itself are declared with
 `filled_by_program(...)` and get no flag. A field declared with `section(Other)` holds a nested
-config whose flags are added (and read back) with the outer one's, as torchtitan's job config
-groups its settings.
+config whose flags are added (and read back) with the outer one's, with its own table in a
+--config file. A field declared with `grouped(Other, title)` is a part of one config, as
+torchtitan's job config groups its settings: its flags are listed under the title in --help, and
+its fields keep their names in the outer config's table (see `flat_fields`).
 
 `parse_flags(parser, Config, argv, table=...)` also reads `--config FILE.toml` (`add_config_file_flag`):
 the file is a recipe, one TOML table for the config's own fields (named `table`) and one per
-section (named after the section's field), keyed by field name. Its values become the parser's
+section (named after the section's field), keyed by field name. A grouped part's fields are keys of
+the config's own table, or of a subtable named after the part (`[pretrain.optim]`). Its values become the parser's
 defaults, so a flag given on the command line overrides the file, and a key the config does not
 declare is an error naming the key and the file: a typo must not silently run the default.
 """
@@ -34,6 +37,7 @@ from pipeline.cli.errors import UserError
 FLAG_KEY = "audioscale.flag"
 FILLED_BY_PROGRAM_KEY = "audioscale.filled_by_program"
 SECTION_KEY = "audioscale.section"
+GROUP_KEY = "audioscale.group"
 CONFIG_FILE_DEST = "config_file"
 
 
@@ -88,10 +92,43 @@ def section(config_class: type) -> Any:
     return dataclasses.field(default_factory=config_class, metadata={SECTION_KEY: config_class})
 
 
-def field_flag(config_class: type, field_name: str) -> Flag:
-    """The flag of one field, e.g. for an error message that tells the user which option to change."""
+def grouped(part_class: type, title: str) -> Any:
+    """A field holding one part of a config: its flags listed under `title`, its keys in the config's table."""
+    return dataclasses.field(default_factory=part_class, metadata={GROUP_KEY: (part_class, title)})
+
+
+def section_class(config_class: type, field_name: str) -> type:
+    """The class a `section` or `grouped` field holds."""
     field = next(f for f in dataclasses.fields(config_class) if f.name == field_name)
-    return field.metadata[FLAG_KEY]
+    return _nested_class(field)
+
+
+def flat_fields(config_class: type) -> list[tuple[str, str]]:
+    """(part, field) for every field of a config made of `grouped` parts: the flat names, each unique."""
+    found = [
+        (field.name, inner.name)
+        for field in dataclasses.fields(config_class)
+        for inner in dataclasses.fields(_nested_class(field))
+    ]
+    names = [name for _, name in found]
+    assert len(names) == len(set(names)), f"{config_class.__name__}: a field name is in two parts"
+    return found
+
+
+def field_flag(config_class: type, field_name: str) -> Flag:
+    """The flag of one field (its sections' and parts' included), e.g. for an error message that
+    tells the user which option to change."""
+    return next(spec for field, spec in flagged_fields(config_class) if field.name == field_name)
+
+
+def _nested_class(field: dataclasses.Field) -> type:
+    if SECTION_KEY in field.metadata:
+        return field.metadata[SECTION_KEY]
+    return field.metadata[GROUP_KEY][0]
+
+
+def _is_nested(field: dataclasses.Field) -> bool:
+    return SECTION_KEY in field.metadata or GROUP_KEY in field.metadata
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -133,22 +170,24 @@ def flagged_fields(config_class: type) -> list[tuple[dataclasses.Field, Flag]]:
     """Every flagged field of the config and of its sections, in declaration order."""
     found = []
     for field in dataclasses.fields(config_class):
-        if SECTION_KEY in field.metadata:
-            found += flagged_fields(field.metadata[SECTION_KEY])
+        if _is_nested(field):
+            found += flagged_fields(_nested_class(field))
         elif FLAG_KEY in field.metadata:
             found.append((field, field.metadata[FLAG_KEY]))
     return found
 
 
-def add_flags(
-    parser: argparse.ArgumentParser, config_class: type, *, help_values: dict[str, Any] | None = None
-) -> None:
+def add_flags(parser: Any, config_class: type, *, help_values: dict[str, Any] | None = None) -> None:
     """One option per flagged field of the config and its sections; alternatives (`one_of`) exclude each other."""
     hints = typing.get_type_hints(config_class)
     groups: dict[str, Any] = {}  # one argparse mutually exclusive group per `one_of`
     for field in dataclasses.fields(config_class):
         if SECTION_KEY in field.metadata:
             add_flags(parser, field.metadata[SECTION_KEY], help_values=help_values)
+            continue
+        if GROUP_KEY in field.metadata:
+            part_class, title = field.metadata[GROUP_KEY]
+            add_flags(parser.add_argument_group(title), part_class, help_values=help_values)
             continue
         spec = field.metadata.get(FLAG_KEY)
         if spec is None:
@@ -185,8 +224,8 @@ def config_from_flags(config_class: type, args: argparse.Namespace) -> Any:
     """The config (sections included) from a parsed namespace; --config values are used as given."""
     values = {}
     for field in dataclasses.fields(config_class):
-        if SECTION_KEY in field.metadata:
-            values[field.name] = config_from_flags(field.metadata[SECTION_KEY], args)
+        if _is_nested(field):
+            values[field.name] = config_from_flags(_nested_class(field), args)
             continue
         spec = field.metadata.get(FLAG_KEY)
         if spec is None:
@@ -249,10 +288,14 @@ def file_defaults(config_class: type, path: Path, *, table: str) -> dict[str, An
 
 
 def _table_defaults(config_class: type, entries: dict[str, Any], *, where: str) -> dict[str, Any]:
-    hints = typing.get_type_hints(config_class)
-    fields = {f.name: f for f in dataclasses.fields(config_class) if FLAG_KEY in f.metadata}
+    """One table's values by dest: the config's flagged fields and its grouped parts' (flat, or in a subtable)."""
+    fields, hints = _table_fields(config_class)
+    parts = {f.name: _nested_class(f) for f in dataclasses.fields(config_class) if GROUP_KEY in f.metadata}
     defaults = {}
     for key, value in entries.items():
+        if key in parts and isinstance(value, dict):
+            defaults |= _table_defaults(parts[key], value, where=f"{where[:-1]}.{key}]")
+            continue
         if key not in fields:
             raise ValueError(f"{where} has unknown key {key!r}; the keys are {', '.join(fields)}")
         spec = fields[key].metadata[FLAG_KEY]
@@ -264,6 +307,18 @@ def _table_defaults(config_class: type, entries: dict[str, Any], *, where: str) 
         else:
             defaults[spec.dest] = FromFile(value)
     return defaults
+
+
+def _table_fields(config_class: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
+    """The flagged fields a config's table may name, its grouped parts' included, and their annotations."""
+    fields = {f.name: f for f in dataclasses.fields(config_class) if FLAG_KEY in f.metadata}
+    hints = dict(typing.get_type_hints(config_class))
+    for field in dataclasses.fields(config_class):
+        if GROUP_KEY in field.metadata:
+            part_fields, part_hints = _table_fields(_nested_class(field))
+            fields |= part_fields
+            hints |= part_hints
+    return fields, hints
 
 
 def _coerce(value: Any, annotation: Any, *, where: str) -> Any:

@@ -23,7 +23,7 @@ from pipeline.storage import paths
 
 __all__ = ["build_parser", "config_from_args", "main", "parse_override"]
 
-DEFAULT_RUN = PretrainConfig(
+DEFAULT_RUN = PretrainConfig.from_flat(
     model_name="audiomae++-debug",
     steps=300,
     global_batch_size=32,
@@ -37,7 +37,7 @@ DEFAULT_RUN = PretrainConfig(
 COMMAND = Command(
     "pipeline.pretrain",
     "Masked pretraining on Ray Train, tracked in MLflow. No arguments: the embedded default "
-    f"({DEFAULT_RUN.model_name}, {DEFAULT_RUN.steps} CPU steps on the default corpus, built if missing).",
+    f"({DEFAULT_RUN.model.model_name}, {DEFAULT_RUN.training.steps} CPU steps on the default corpus, built if missing).",
 )
 
 
@@ -48,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
         "ray_storage": paths.default_ray_storage_dir(),
         "tracking_uri": paths.default_tracking_uri(),
     }
-    return COMMAND.parser(PretrainConfig, help_values=help_values, config_file_tables="[pretrain]")
+    return COMMAND.parser(
+        PretrainConfig,
+        help_values=help_values,
+        config_file_tables="[pretrain] (or a section's subtable, e.g. [pretrain.optim])",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         preset = DEFAULT_RUN.describe_model().spec.frontend_preset
         defaults = ensure_default_data(preset_name=preset, with_tasks=False)
-        config = PretrainConfig(**{**DEFAULT_RUN.to_dict(), "shards_dir": str(defaults.shards_dir)})
+        config = DEFAULT_RUN.replace(shards_dir=str(defaults.shards_dir))
     try:
         result = run_pretraining(config)
     except NonFiniteLossError as error:  # not the user's mistake: exit code 1, not 2

@@ -49,7 +49,7 @@ def report_with_checkpoint(
             metrics,
             checkpoint=ray.train.Checkpoint.from_directory(directory),
             checkpoint_dir_name=f"checkpoint_step_{step:08d}",
-            checkpoint_upload_mode=ray.train.CheckpointUploadMode[config.checkpoint_upload.upper()],
+            checkpoint_upload_mode=ray.train.CheckpointUploadMode[config.checkpoint.checkpoint_upload.upper()],
             delete_local_checkpoint_after_upload=True,
         )
     except BaseException:

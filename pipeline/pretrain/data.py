@@ -60,13 +60,19 @@ def rankme_pool(config: PretrainConfig) -> RankMePool:
     """The RankMe pool of a resolved config: crops of the model's length from `--rankme-shards` or the
     training shards, `rankme_n` of them (None: the paper's 30,000, or all there are when fewer)."""
     # Read in this process: plain pyarrow over the clip ids, no Ray Data job to start.
-    return select_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames, n=config.rankme_n)
+    return select_pool(
+        config.data.rankme_shards_dir or config.data.shards_dir,
+        crop_frames=config.model.crop_frames,
+        n=config.rankme.rankme_n,
+    )
 
 
 def readout_calibration(config: PretrainConfig) -> RankMePool:
     """The crops a readout's running statistics are re-estimated on (pipeline.rankme.readout_stats):
     from the RankMe pool's shards, so that evaluation re-derives the same ones from the checkpoint."""
-    return calibration_pool(config.rankme_shards_dir or config.shards_dir, crop_frames=config.crop_frames)
+    return calibration_pool(
+        config.data.rankme_shards_dir or config.data.shards_dir, crop_frames=config.model.crop_frames
+    )
 
 
 # A small shard set (a data-volume grid's smallest subset, a test's) held out too few clips at 1%:
@@ -78,24 +84,24 @@ MAX_VALIDATION_FRACTION = 0.2
 def validation_holdout_fraction(config: PretrainConfig, num_rows: int | None = None) -> float:
     """Share of clips kept out of training for the validation MSE (none when validation is off):
     `--validation-fraction`, raised on small shard sets so that about MIN_VALIDATION_CLIPS are held out."""
-    if config.validation_every_steps <= 0:
+    if config.validation.validation_every_steps <= 0:
         return 0.0
     if num_rows is None:
-        num_rows = int(read_manifest(config.shards_dir)["num_rows"])
+        num_rows = int(read_manifest(config.data.shards_dir)["num_rows"])
     small_set = min(MAX_VALIDATION_FRACTION, MIN_VALIDATION_CLIPS / max(1, num_rows))
-    return max(config.validation_fraction, small_set)
+    return max(config.validation.validation_fraction, small_set)
 
 
 def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
     """Up to `validation_num_clips` fixed crops of the held-out clips (pipeline.shards.holdout)."""
     crops = read_crops(
-        config.shards_dir, crop_frames=config.crop_frames, seed=VALIDATION_SEED, limit=config.validation_num_clips,
+        config.data.shards_dir, crop_frames=config.model.crop_frames, seed=VALIDATION_SEED, limit=config.validation.validation_num_clips,
         holdout=("validation", validation_holdout_fraction(config)),
     )  # fmt: skip
     if not len(crops):
         raise ValueError(
-            f"no held-out clips in {config.shards_dir} for the validation MSE: raise --validation-fraction "
-            f"({config.validation_fraction}) or set --validation-every 0"
+            f"no held-out clips in {config.data.shards_dir} for the validation MSE: raise --validation-fraction "
+            f"({config.validation.validation_fraction}) or set --validation-every 0"
         )
     return torch.from_numpy(crops)
 
@@ -103,7 +109,7 @@ def load_validation_crops(config: PretrainConfig) -> torch.Tensor:
 def training_stream_plan(config: PretrainConfig, *, rank: int, world_size: int) -> StreamPlan:
     """Which rows this worker reads in each epoch (the holdout and the short segments left out)."""
     return StreamPlan(
-        config.shards_dir, crop_frames=config.crop_frames, seed=config.seed, rank=rank, world_size=world_size,
+        config.data.shards_dir, crop_frames=config.model.crop_frames, seed=config.training.seed, rank=rank, world_size=world_size,
         holdout=("train", validation_holdout_fraction(config)),
     )  # fmt: skip
 

@@ -14,7 +14,6 @@ Large / X-Large on k 500 clusters of a second-iteration Base's layer 9: give suc
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from pipeline.shards.location import is_uri
 
 def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) -> tuple[PretrainConfig, ModelFacts]:
     """`config` and `model` unchanged unless the model needs a codebook and was given none."""
-    if not model.needs_codebook or "codebook" in config.model_overrides:
+    if not model.needs_codebook or "codebook" in config.model.model_overrides:
         return config, model
     from pipeline.targets.codebook import ensure_codebook
 
@@ -33,10 +32,10 @@ def with_codebook(config: PretrainConfig, model: ModelFacts, shards_dir: str) ->
     where = shards_dir if is_uri(shards_dir) else Path(shards_dir).absolute()
     directory = ensure_codebook(where, crop_frames=model.spec.crop_frames)
     print(
-        f"targets: {config.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
+        f"targets: {config.model.model_name} predicts the clusters of {directory} (HuBERT iteration 1: MFCC, k 100; "
         "--override codebook=DIR for another)",
         file=sys.stderr,
         flush=True,
     )
-    config = dataclasses.replace(config, model_overrides={**config.model_overrides, "codebook": str(directory)})
+    config = config.replace(model_overrides={**config.model.model_overrides, "codebook": str(directory)})
     return config, config.describe_model()

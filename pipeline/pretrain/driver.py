@@ -92,29 +92,33 @@ def run_pretraining(
     TuneReportCallback in a study trial)."""
     # Everything a user can get wrong is checked before Ray starts: the model, its overrides, the shards.
     model = model or config.describe_model()
-    checked_store(config.tracking_uri)  # a tracking server that is not there: one line in seconds
-    storage = config.storage_path or str(default_ray_storage_dir())
+    checked_store(config.tracking.tracking_uri)  # a tracking server that is not there: one line in seconds
+    storage = config.checkpoint.storage_path or str(default_ray_storage_dir())
     if "://" not in storage:
         check_writable_dir(storage, what="--storage-path")
     check_bucket(storage, what="--storage-path", write=True)  # a bucket: its credentials, existence, policy
-    shards_dir = config.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
+    shards_dir = config.data.shards_dir or str(shards_dir_for(preset_name=model.spec.frontend_preset, max_hours=None))
     check_bucket(shards_dir, what="--shards", write=False)
     manifest = _read_manifest_naming_it(shards_dir)
     check_shards_match_model(shards_dir, manifest, model.spec)
     config, model = with_codebook(config, model, shards_dir)  # HuBERT's k-means targets, fitted or reused
-    started_ray = connect_ray(config.ray_address)
+    started_ray = connect_ray(config.compute.ray_address)
     try:
-        warmup_given = config.warmup_steps is not None
+        warmup_given = config.schedule.warmup_steps is not None
         config = config.resolved(
             cluster_cpus=ray.cluster_resources().get("CPU"), model=model, shard_fingerprint=manifest["fingerprint"]
         )
         config, allowed_changes = check_resume(config, warmup_given=warmup_given)
         check_storage_room(config, model)
-        announce_resume_point(config.storage_path, config.run_name, say=lambda line: print(line, file=sys.stderr))
+        announce_resume_point(
+            config.checkpoint.storage_path, config.tracking.run_name, say=lambda line: print(line, file=sys.stderr)
+        )
         # Before the MLflow run and the workers: checks the part files' digests, then the crop lengths.
-        check_segments_fit_crop(config.shards_dir, crop_frames=config.crop_frames)
+        check_segments_fit_crop(config.data.shards_dir, crop_frames=config.model.crop_frames)
         if started_ray:  # a cluster may grow (autoscaling); a local Ray started here cannot
-            check_workers_fit(config.num_workers, config.cpus_per_worker, ray.cluster_resources().get("CPU", 0.0))
+            check_workers_fit(
+                config.compute.num_workers, config.compute.cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+            )
         return _run_on_ray(config, model, manifest, run_callbacks, allowed_changes)
     finally:
         if started_ray:
@@ -129,12 +133,12 @@ def _run_on_ray(
     allowed_changes: dict[str, str],
 ) -> PretrainResult:
     run = start_or_resume_run(
-        tracking_uri=config.tracking_uri,
-        experiment_name=config.experiment_name,
-        run_name=config.run_name,
-        parent_run_id=config.parent_run_id,
+        tracking_uri=config.tracking.tracking_uri,
+        experiment_name=config.tracking.experiment_name,
+        run_name=config.tracking.run_name,
+        parent_run_id=config.tracking.parent_run_id,
     )
-    config = dataclasses.replace(config, mlflow_run_id=run.run_id)
+    config = config.replace(mlflow_run_id=run.run_id)
     run.log_params(
         {
             **{k: v for k, v in config.to_dict().items() if k not in ("mlflow_run_id", "parent_run_id")},
@@ -142,11 +146,11 @@ def _run_on_ray(
             "shard_total_hours": manifest["total_hours"],
             "shard_num_rows": manifest["num_rows"],
             "accumulation_steps": config.accumulation_steps,
-            TRAIN_STEPS_PARAM: config.steps,  # the planned horizon (sweeps.record reads it)
+            TRAIN_STEPS_PARAM: config.training.steps,  # the planned horizon (sweeps.record reads it)
             **model.mlflow_params(),
         }
     )
-    log_shards_input(run, shards_dir=config.shards_dir, fingerprint=manifest["fingerprint"])
+    log_shards_input(run, shards_dir=config.data.shards_dir, fingerprint=manifest["fingerprint"])
     run.delete_tag(NON_FINITE_TAG)  # left by an earlier attempt of this run
     if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
         run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
@@ -155,8 +159,8 @@ def _run_on_ray(
             result = build_trainer(config, run_callbacks).fit()
     except Exception as error:
         run.finish("FAILED")
-        if "://" not in config.storage_path and ran_out_of_space(error):
-            raise UserError(out_of_space_message(config.storage_path, config.run_name)) from error
+        if "://" not in config.checkpoint.storage_path and ran_out_of_space(error):
+            raise UserError(out_of_space_message(config.checkpoint.storage_path, config.tracking.run_name)) from error
         raise
     return _finish_run(run, result, config=config, model=model)
 
@@ -168,12 +172,12 @@ CHECKPOINT_BYTES_PER_PARAMETER = 12
 
 def check_storage_room(config: ResolvedPretrainConfig, model: ModelFacts) -> None:
     """Local storage must hold every checkpoint that can exist there at once, before any training step."""
-    if "://" in config.storage_path:
+    if "://" in config.checkpoint.storage_path:
         return
     at_once = checkpoints_at_once(config)
     each = CHECKPOINT_BYTES_PER_PARAMETER * model.total_parameters
     check_free_space(
-        config.storage_path, at_once * each, what="--storage-path",
+        config.checkpoint.storage_path, at_once * each, what="--storage-path",
         why=f"this run has up to {at_once} checkpoint(s) of about {each / 1e6:.1f} MB on that disk at once",
     )  # fmt: skip
 
@@ -184,8 +188,12 @@ def checkpoints_at_once(config: ResolvedPretrainConfig) -> int:
     run on a 5 MB disk, counted as 2, failed at the third copy, minutes in); with `--checkpoint-steps`
     every one is kept. The worker writes each first into the system's temporary folder: one more
     when that is on the same filesystem."""
-    kept = len(config.checkpoint_steps) if config.checkpoint_steps else config.num_checkpoints_to_keep + 1
-    storage = nearest_existing(Path(config.storage_path).expanduser().absolute())
+    kept = (
+        len(config.checkpoint.checkpoint_steps)
+        if config.checkpoint.checkpoint_steps
+        else config.checkpoint.num_checkpoints_to_keep + 1
+    )
+    storage = nearest_existing(Path(config.checkpoint.storage_path).expanduser().absolute())
     same_disk = os.stat(storage).st_dev == os.stat(tempfile.gettempdir()).st_dev
     return kept + int(same_disk)
 
@@ -208,22 +216,25 @@ def build_trainer(config: ResolvedPretrainConfig, run_callbacks: Sequence[Any]) 
         # Workers on one machine meet through a file: nothing of theirs listens beyond loopback.
         torch_config=LoopbackTorchConfig(),
         scaling_config=ScalingConfig(
-            num_workers=config.num_workers,
-            use_gpu=config.use_gpu,
-            resources_per_worker={"CPU": config.cpus_per_worker, **({"GPU": 1} if config.use_gpu else {})},
-            placement_strategy=config.placement_strategy,
+            num_workers=config.compute.num_workers,
+            use_gpu=config.compute.use_gpu,
+            resources_per_worker={
+                "CPU": config.compute.cpus_per_worker,
+                **({"GPU": 1} if config.compute.use_gpu else {}),
+            },
+            placement_strategy=config.compute.placement_strategy,
         ),
         run_config=RunConfig(
-            name=config.run_name,
-            storage_path=config.storage_path,
+            name=config.tracking.run_name,
+            storage_path=config.checkpoint.storage_path,
             # A node preemption (a drain with reason PREEMPTION, then the node's loss) is charged to
             # max_preemption_failures; a crash, or a node lost without a drain notice, to max_failures.
             failure_config=FailureConfig(
-                max_failures=config.max_failures, max_preemption_failures=config.max_preemption_failures
+                max_failures=config.compute.max_failures, max_preemption_failures=config.compute.max_preemption_failures
             ),
             # --checkpoint-steps are the study's evaluation points: every checkpoint is kept.
             checkpoint_config=CheckpointConfig(
-                num_to_keep=None if config.checkpoint_steps else config.num_checkpoints_to_keep
+                num_to_keep=None if config.checkpoint.checkpoint_steps else config.checkpoint.num_checkpoints_to_keep
             ),
             callbacks=list(run_callbacks),
             worker_runtime_env={"env_vars": {CODE_VERSION_ENV: code_version(), **debug_hooks.forwarded_environment()}},
@@ -239,18 +250,18 @@ def _finish_run(run, result: ray.train.Result, *, config: ResolvedPretrainConfig
         run.finish("FAILED")
         last_good = result.checkpoint.path if result.checkpoint else "none (no checkpoint was written before it)"
         raise NonFiniteLossError(
-            f"pretraining run {config.run_name!r} stopped: the loss or gradient became non-finite at step "
+            f"pretraining run {config.tracking.run_name!r} stopped: the loss or gradient became non-finite at step "
             f"{bad_step}; the last good checkpoint is {last_good}. Lower --lr, raise --warmup-steps "
             "or check the shards, then re-run with the same --run-name to resume from that checkpoint."
         )
     if result.checkpoint is None:
         run.finish("FAILED")
-        raise RuntimeError(f"pretraining run {config.run_name!r} finished without a checkpoint")
+        raise RuntimeError(f"pretraining run {config.tracking.run_name!r} finished without a checkpoint")
     lacking = missing_files(result.checkpoint.path, result.checkpoint.filesystem)
     if lacking:
         run.finish("FAILED")
         raise RuntimeError(
-            f"pretraining run {config.run_name!r}: its final checkpoint {as_uri(result.checkpoint.path, config.storage_path)} "
+            f"pretraining run {config.tracking.run_name!r}: its final checkpoint {as_uri(result.checkpoint.path, config.checkpoint.storage_path)} "
             f"did not reach --storage-path whole ({', '.join(lacking)} missing: its upload failed). Re-run with the "
             "same --run-name: it resumes from the newest whole checkpoint."
         )
@@ -258,12 +269,12 @@ def _finish_run(run, result: ray.train.Result, *, config: ResolvedPretrainConfig
         steps = int(read_checkpoint_meta(checkpoint_dir)["step"])
         log_encoder_artifact(run, checkpoint_dir)
     run.finish()
-    history = read_run(config.tracking_uri, run.run_id)["metrics"]
+    history = read_run(config.tracking.tracking_uri, run.run_id)["metrics"]
     return PretrainResult(
-        run_name=config.run_name,
+        run_name=config.tracking.run_name,
         run_id=run.run_id,
-        tracking_uri=config.tracking_uri,
-        checkpoint_dir=as_uri(result.checkpoint.path, config.storage_path),
+        tracking_uri=config.tracking.tracking_uri,
+        checkpoint_dir=as_uri(result.checkpoint.path, config.checkpoint.storage_path),
         steps=steps,
         final_loss=history["loss"][-1][1] if history.get("loss") else float("nan"),
         rankme_history=sorted(dict(history.get(RANKME_METRIC, [])).items()),
@@ -283,7 +294,7 @@ def _study_checkpoints(
         lacking = missing_files(checkpoint.path, checkpoint.filesystem)
         if lacking:  # an upload the store cut short, which Ray registered all the same
             print(
-                f"pretrain: checkpoint {as_uri(checkpoint.path, config.storage_path)} did not reach --storage-path "
+                f"pretrain: checkpoint {as_uri(checkpoint.path, config.checkpoint.storage_path)} did not reach --storage-path "
                 f"whole ({', '.join(lacking)} missing: its upload failed); it is not evaluated or resumed from",
                 file=sys.stderr,
             )
@@ -291,7 +302,7 @@ def _study_checkpoints(
         kept.append((int(metrics["step"]), checkpoint.path, bool(metrics.get(PREEMPTION_CHECKPOINT_METRIC))))
     return tuple(
         sorted(
-            (step, as_uri(path, config.storage_path))
+            (step, as_uri(path, config.checkpoint.storage_path))
             for step, path, preemption_only in kept
             if not preemption_only or step == final_step or is_checkpoint_step(config, step)
         )

@@ -54,10 +54,10 @@ NON_FINITE_TAG = "audioscale.non_finite_loss_step"
 
 def train_loop(config_dict: dict[str, Any]) -> None:
     """Ray Train worker entry point: `config_dict` is `ResolvedPretrainConfig.to_dict()`."""
-    config = ResolvedPretrainConfig(**config_dict)
+    config = ResolvedPretrainConfig.from_flat(**config_dict)
     context = ray.train.get_context()
     with node_system_metrics(  # the first worker on each node samples its CPU, memory and GPUs into the run
-        config.tracking_uri, config.mlflow_run_id, every_s=config.system_metrics_every_s,
+        config.tracking.tracking_uri, config.tracking.mlflow_run_id, every_s=config.tracking.system_metrics_every_s,
         world_rank=context.get_world_rank(), local_rank=context.get_local_rank(), node_rank=context.get_node_rank(),
     ):  # fmt: skip
         train_on_worker(config, context)
@@ -65,24 +65,24 @@ def train_loop(config_dict: dict[str, Any]) -> None:
 
 def train_on_worker(config: ResolvedPretrainConfig, context: Any) -> None:
     """One worker's whole job: build, load the checkpoint, train, report (context: Ray Train's)."""
-    torch.set_num_threads(max(1, int(config.cpus_per_worker or 1)))
+    torch.set_num_threads(max(1, int(config.compute.cpus_per_worker or 1)))
     place = WorkerPlace(
         rank=context.get_world_rank(), world_size=context.get_world_size(), device=ray.train.torch.get_device(),
         node_id=ray.get_runtime_context().get_node_id(),
     )  # fmt: skip
     training = build_training(config, place)
-    tracker = attach_run(config.tracking_uri, config.mlflow_run_id) if place.rank == 0 else None
-    wants_rankme = place.rank == 0 and (config.rankme_every_steps > 0 or bool(config.rankme_steps))
+    tracker = attach_run(config.tracking.tracking_uri, config.tracking.mlflow_run_id) if place.rank == 0 else None
+    wants_rankme = place.rank == 0 and (config.rankme.rankme_every_steps > 0 or bool(config.rankme.rankme_steps))
     rankme = RankMeSchedule(
-        rankme_pool(config) if wants_rankme else None, every_steps=config.rankme_every_steps,
-        steps=config.rankme_steps, last_step=config.steps, device=place.device,
+        rankme_pool(config) if wants_rankme else None, every_steps=config.rankme.rankme_every_steps,
+        steps=config.rankme.rankme_steps, last_step=config.training.steps, device=place.device,
         calibration=readout_calibration(config) if wants_rankme else None,
     )  # fmt: skip
     validation = ValidationSchedule(
-        load_validation_crops(config) if place.rank == 0 and config.validation_every_steps > 0 else None,
-        every_steps=config.validation_every_steps,
-        patience=config.validation_patience,
-        tolerance=config.validation_tolerance,
+        load_validation_crops(config) if place.rank == 0 and config.validation.validation_every_steps > 0 else None,
+        every_steps=config.validation.validation_every_steps,
+        patience=config.validation.validation_patience,
+        tolerance=config.validation.validation_tolerance,
         device=place.device,
     )
     if tracker is not None:
@@ -95,7 +95,7 @@ def train_on_worker(config: ResolvedPretrainConfig, context: Any) -> None:
         if initial is not None and tracker.last_step(RANKME_METRIC) < 0:
             tracker.log_metrics({RANKME_METRIC: logged_rankme(initial)}, step=0)
             log_rankme_record(tracker, rankme)
-    if training.start_step == 0 and 0 in config.checkpoint_steps:  # the initialisation, as a study point
+    if training.start_step == 0 and 0 in config.checkpoint.checkpoint_steps:  # the initialisation, as a study point
         initial_metrics = {"step": 0, **({RANKME_METRIC: rankme.latest} if rankme.latest is not None else {})}
         report_with_checkpoint(
             initial_metrics,
@@ -121,11 +121,11 @@ def run_steps(
     plan = training_stream_plan(config, rank=place.rank, world_size=place.world_size)
     start = resume_position(
         training.saved_data_position, step=training.start_step, world_size=place.world_size,
-        crops_per_step=config.global_batch_size // place.world_size, rows_per_epoch=plan.rows_per_epoch,
+        crops_per_step=config.training.global_batch_size // place.world_size, rows_per_epoch=plan.rows_per_epoch,
         say=print if place.rank == 0 else lambda _: None,
     )  # fmt: skip
     micro_batches = MicroBatches(
-        plan, micro_batch_size=config.effective_micro_batch_size, window_rows=config.shuffle_buffer_crops,
+        plan, micro_batch_size=config.effective_micro_batch_size, window_rows=config.data.shuffle_buffer_crops,
         device=place.device, start=start,
     )  # fmt: skip
     try:
@@ -134,12 +134,14 @@ def run_steps(
         micro_batches.close()
 
 
-def _run_steps(config, training, place, tracker, schedules, micro_batches: MicroBatches) -> bool:
+def _run_steps(
+    config: ResolvedPretrainConfig, training, place, tracker, schedules, micro_batches: MicroBatches
+) -> bool:
     rankme, validation = schedules
     window = ThroughputWindow()
     logged_up_to = tracker.last_step("loss") if tracker is not None else -1  # a restart replays logged steps
     preemption = PreemptionNotice()
-    for step in range(training.start_step + 1, config.steps + 1):
+    for step in range(training.start_step + 1, config.training.steps + 1):
         lr = training.optimizer.param_groups[0]["lr"]
         window.start_step()
         outcome = take_step(
@@ -149,7 +151,7 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         if outcome.non_finite:
             return _stopped_by_a_non_finite_loss(tracker, step)
         grad_norm = outcome.grad_norm
-        window.end_step(outcome.mean_loss, samples=config.global_batch_size)
+        window.end_step(outcome.mean_loss, samples=config.training.global_batch_size)
         debug_hooks.maybe_crash(step=step, rank=place.rank)
         debug_hooks.maybe_wait_for_preemption(step, rank=place.rank, node_id=place.node_id, noticed=preemption.poll)
         preempted = preemption.checkpoint_due(step)  # every rank at the same steps: the notice is a barrier
@@ -157,10 +159,10 @@ def _run_steps(config, training, place, tracker, schedules, micro_batches: Micro
         measured["validation_mse"] = validation.check(training.model, step)
         stop = (
             validation.is_due(step)
-            and config.validation_stop
+            and config.validation.validation_stop
             and validation.agree_on_stop(world_size=place.world_size, device=place.device)
         )
-        last = step == config.steps or stop
+        last = step == config.training.steps or stop
         if last or preempted or _is_log_step(config, step, rankme, validation):
             metrics = {"step": step, "lr": lr, "grad_norm": float(grad_norm), **window.summary()}
             if tracker is not None and step > logged_up_to:
@@ -198,12 +200,12 @@ def _stopped_by_a_non_finite_loss(tracker: TrackedRun | None, step: int) -> bool
     return False
 
 
-def _is_log_step(config, step: int, rankme: RankMeSchedule, validation) -> bool:
+def _is_log_step(config: ResolvedPretrainConfig, step: int, rankme: RankMeSchedule, validation) -> bool:
     """A step whose metrics are logged and reported: RankMe, validation, checkpoint or the log cadence."""
     return (
         rankme.is_due(step)
         or validation.is_due(step)
-        or step % config.log_every_steps == 0
+        or step % config.tracking.log_every_steps == 0
         or is_checkpoint_step(config, step)
     )
 
@@ -216,12 +218,14 @@ def log_rankme_record(tracker: TrackedRun, rankme: RankMeSchedule) -> None:
 
 
 def is_checkpoint_step(config: ResolvedPretrainConfig, step: int) -> bool:
-    return step % config.checkpoint_every_steps == 0 or step in config.checkpoint_steps
+    return step % config.checkpoint.checkpoint_every_steps == 0 or step in config.checkpoint.checkpoint_steps
 
 
 def follows_checkpoint(config: ResolvedPretrainConfig, step: int) -> bool:
     """The step after a checkpoint (the initialisation's included when it is one): see `report_step`."""
-    return (step > 1 and is_checkpoint_step(config, step - 1)) or (step == 1 and 0 in config.checkpoint_steps)
+    return (step > 1 and is_checkpoint_step(config, step - 1)) or (
+        step == 1 and 0 in config.checkpoint.checkpoint_steps
+    )
 
 
 def report_step(

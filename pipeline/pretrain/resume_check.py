@@ -11,7 +11,6 @@ Settings that only say where or how often (workers, storage, logging) may change
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -65,19 +64,19 @@ def check_resume(
     """Refuse a resume whose training settings differ from its checkpoint's unless allowed; returns
     the config (a warmup not given keeps the checkpoint's, not 10% of the new --steps) and the
     allowed changes as `{flag: "old -> new"}` for the run to record ({} for a fresh run)."""
-    found = newest_checkpoint_config(config.storage_path, config.run_name)
+    found = newest_checkpoint_config(config.checkpoint.storage_path, config.tracking.run_name)
     if found is None:
         return config, {}
     checkpoint_dir, saved = found
     if not warmup_given and saved.get("warmup_steps") is not None:
-        config = dataclasses.replace(config, warmup_steps=int(saved["warmup_steps"]))
+        config = config.replace(warmup_steps=int(saved["warmup_steps"]))
     changes = {_flag(name): f"{old} -> {new}" for name, (old, new) in resume_differences(saved, config).items()}
-    allowed = {_normalise(name) for name in config.allow_changed}
+    allowed = {_normalise(name) for name in config.checkpoint.allow_changed}
     refused = {flag: change for flag, change in changes.items() if _normalise(flag) not in allowed}
     if refused:
         listed = "; ".join(f"{flag} {change}" for flag, change in refused.items())
         raise UserError(
-            f"run {config.run_name!r} resumes from {checkpoint_dir}, trained with other settings: {listed}. Give the "
+            f"run {config.tracking.run_name!r} resumes from {checkpoint_dir}, trained with other settings: {listed}. Give the "
             f"checkpoint's values, a new --run-name, or --allow-changed {','.join(f.lstrip('-') for f in refused)}"
         )
     return config, changes

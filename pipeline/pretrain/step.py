@@ -62,7 +62,7 @@ def forward_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of one global batch; returns (mean local loss, gradient norm before clipping)."""
     accumulation = config.accumulation_steps
-    autocast = autocast_for(device, config.precision)
+    autocast = autocast_for(device, config.compute.precision)
     ddp = getattr(train_model, "_orig_mod", train_model)
     loss_sum = torch.zeros((), device=device)
     train_model.train()
@@ -87,7 +87,7 @@ def forward_backward(
             (loss / accumulation).backward()
         loss_sum += loss.detach().float()
     # --grad-clip-norm 0 (Dasheng's training clips nothing): an infinite bound measures the norm only.
-    bound = config.grad_clip_norm if config.grad_clip_norm > 0 else math.inf
+    bound = config.optim.grad_clip_norm if config.optim.grad_clip_norm > 0 else math.inf
     grad_norm = torch.nn.utils.clip_grad_norm_(train_model.parameters(), bound)
     return loss_sum / accumulation, grad_norm
 

@@ -66,29 +66,29 @@ def build_training_state(
     """The model, optimizer and schedule of `config` on `device`, restored from the checkpoint folder
     `resume_from` when given. `fused_adamw` None: fused on CUDA, as a run takes it."""
     # Same seed on every rank, so the initial weights agree before DDP broadcasts them.
-    torch.manual_seed(config.seed)
-    model = models.build_model(config.model_name, **config.model_build_overrides())
-    if config.shards_dir:
-        give_model_its_input_standardisation(model, config.shards_dir)  # the raw-dB target of the study MAE
+    torch.manual_seed(config.training.seed)
+    model = models.build_model(config.model.model_name, **config.model_build_overrides())
+    if config.data.shards_dir:
+        give_model_its_input_standardisation(model, config.data.shards_dir)  # the raw-dB target of the study MAE
     model = model.to(device)
-    crop_frames = config.crop_frames or model.spec.crop_frames
+    crop_frames = config.model.crop_frames or model.spec.crop_frames
     frozen_names = freeze_parameters_without_gradients(model, crop_frames=crop_frames, device=device)
-    optimizer_used, optimizer_note = optimizer_choice(config.optimizer, device_type=device.type)
+    optimizer_used, optimizer_note = optimizer_choice(config.optim.optimizer, device_type=device.type)
     optimizer = build_optimizer(
         model,
-        base_lr=config.base_lr,
-        global_batch_size=config.global_batch_size,
-        weight_decay=config.weight_decay,
+        base_lr=config.optim.base_lr,
+        global_batch_size=config.training.global_batch_size,
+        weight_decay=config.optim.weight_decay,
         fused=device.type == "cuda" if fused_adamw is None else fused_adamw,
-        peak_lr=config.peak_lr,
+        peak_lr=config.optim.peak_lr,
         optimizer=optimizer_used,
-        betas=config.adam_betas,
-        eps=config.adam_eps,
-        decay_all=config.decay_all_parameters,
+        betas=config.optim.adam_betas,
+        eps=config.optim.adam_eps,
+        decay_all=config.optim.decay_all_parameters,
     )
     scheduler = build_scheduler(
-        optimizer, warmup_steps=config.warmup_steps, total_steps=config.steps, min_lr_ratio=config.min_lr_ratio,
-        kind=config.lr_schedule,
+        optimizer, warmup_steps=config.schedule.warmup_steps, total_steps=config.training.steps, min_lr_ratio=config.schedule.min_lr_ratio,
+        kind=config.schedule.lr_schedule,
     )  # fmt: skip
     start_step, saved_data_position = 0, None
     if resume_from is not None:
@@ -142,7 +142,7 @@ def take_step(
     """One optimizer step over a step's micro-batches; skipped (non_finite True) when any rank saw a
     non-finite loss or gradient, so no rank applies a poisoned update."""
     # Masks and dropout: a function of the step, so a resume repeats them.
-    seed_step(config.seed, rank=rank, step=step)
+    seed_step(config.training.seed, rank=rank, step=step)
     loss, grad_norm = forward_backward(
         state.train_model, micro_batches, config=config, step=step, device=device, rank=rank, node_id=node_id
     )
@@ -170,12 +170,12 @@ def save_training_state(
     save_model_checkpoint(
         directory,
         state.model,
-        model_name=config.model_name,
+        model_name=config.model.model_name,
         overrides=config.model_build_overrides(),
         step=step,
-        shard_fingerprint=config.shard_fingerprint or "",
+        shard_fingerprint=config.data.shard_fingerprint or "",
         # extra_meta: e.g. the R measured at this step (RankMeSchedule.checkpoint_meta).
-        extra={"run_name": config.run_name, "pretrain_config": config.to_dict(), **(extra_meta or {})},
+        extra={"run_name": config.tracking.run_name, "pretrain_config": config.to_dict(), **(extra_meta or {})},
     )
     save_train_state(
         directory,

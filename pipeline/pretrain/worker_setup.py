@@ -36,6 +36,6 @@ def build_training(config: ResolvedPretrainConfig, place: WorkerPlace) -> Traini
         with resume_directory(checkpoint) as directory:
             state = build_training_state(config, place.device, resume_from=directory, rank=place.rank)
     train_model = ray.train.torch.prepare_model(state.model) if place.world_size > 1 else state.model
-    if config.compile_model:
+    if config.compute.compile_model:
         train_model = torch.compile(train_model)
     return dataclasses.replace(state, train_model=train_model)

@@ -59,8 +59,8 @@ def study_baseline_setup(
         bin_std=() if per_clip else tuple(float(v) for v in manifest["std"]),
         seed=BASELINE_SEED,
         # the crops every checkpoint's readout is calibrated on: its RankMe pool's shards
-        calibration_shards=str(config.rankme_shards_dir or shards),
-        crop_frames=int(config.crop_frames or model.spec.crop_frames),
+        calibration_shards=str(config.data.rankme_shards_dir or shards),
+        crop_frames=int(config.model.crop_frames or model.spec.crop_frames),
         kinds=kinds,
         control=ControlConfig(steps=control_steps, seed=BASELINE_SEED),
     )

@@ -131,14 +131,16 @@ def checkpoint_bytes_for(parameters: int, optimizer: str) -> int:
 def checkpoint_steps_written(config: PretrainConfig) -> list[int]:
     """Steps a run writes a checkpoint at (pipeline.pretrain.loop): every `checkpoint_every_steps`,
     each of `checkpoint_steps` (0 is the initialisation) and the last step."""
-    every = range(config.checkpoint_every_steps, config.steps + 1, config.checkpoint_every_steps)
-    return sorted({*every, *config.checkpoint_steps, config.steps})
+    every = range(
+        config.checkpoint.checkpoint_every_steps, config.training.steps + 1, config.checkpoint.checkpoint_every_steps
+    )
+    return sorted({*every, *config.checkpoint.checkpoint_steps, config.training.steps})
 
 
 def checkpoints_kept_for(config: PretrainConfig) -> int:
     """With `checkpoint_steps` (a study's evaluation points) Ray keeps them all; else the latest few."""
     written = len(checkpoint_steps_written(config))
-    return written if config.checkpoint_steps else min(written, config.num_checkpoints_to_keep)
+    return written if config.checkpoint.checkpoint_steps else min(written, config.checkpoint.num_checkpoints_to_keep)
 
 
 def shard_bytes_per_hour(preset_name: str) -> float:
@@ -166,8 +168,8 @@ def cost_trial(
         parameters=parameters,
         training_flops=training_flops,
         gpu_hours=gpu_hours_for(training_flops, assumptions),
-        gpus_per_trial=config.num_workers,
-        checkpoint_bytes=checkpoint_bytes_for(parameters, config.optimizer),
+        gpus_per_trial=config.compute.num_workers,
+        checkpoint_bytes=checkpoint_bytes_for(parameters, config.optim.optimizer),
         checkpoints_kept=checkpoints_kept_for(config),
         shard_set=(frontend_preset, hours),
         shard_bytes=hours * shard_bytes_per_hour(frontend_preset),

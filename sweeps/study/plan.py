@@ -62,7 +62,7 @@ def plan_trial(
         profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context_batch,
         model_name=spec.model_name,
     )  # fmt: skip
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name=spec.model_name,
         model_overrides=spec.model_overrides,
         mask_ratio=spec.mask_ratio,
@@ -72,8 +72,8 @@ def plan_trial(
         **recipe,
     )
     model = config.describe_model()
-    config = PretrainConfig(**{**config.to_dict(), "mask_ratio": model.spec.mask_ratio})
-    training_flops = model.training_flops_per_sample * config.global_batch_size * config.steps
+    config = config.replace(mask_ratio=model.spec.mask_ratio)
+    training_flops = model.training_flops_per_sample * config.training.global_batch_size * config.training.steps
     cost = cost_trial(
         config,
         training_flops=training_flops,
@@ -89,19 +89,25 @@ def plan_trial(
 
 
 def _lr_text(config: PretrainConfig) -> str:
-    peak = f"peak {config.peak_lr:g} as given" if config.peak_lr else f"base {config.base_lr:g} x batch/256"
+    peak = (
+        f"peak {config.optim.peak_lr:g} as given"
+        if config.optim.peak_lr
+        else f"base {config.optim.base_lr:g} x batch/256"
+    )
     decay = (
-        "constant" if config.lr_schedule == "constant" else f"{config.lr_schedule} to {config.min_lr_ratio:.0%} of peak"
+        "constant"
+        if config.schedule.lr_schedule == "constant"
+        else f"{config.schedule.lr_schedule} to {config.schedule.min_lr_ratio:.0%} of peak"
     )
     return f"lr {peak}, warmup {config.effective_warmup_steps:,} steps, then {decay}"
 
 
 def _optimizer_text(config: PretrainConfig) -> str:
-    exempt = "every parameter decayed" if config.decay_all_parameters else "biases, norms and tokens undecayed"
-    clip = f"clipped at {config.grad_clip_norm:g}" if config.grad_clip_norm > 0 else "no clipping"
-    betas = ", ".join(f"{beta:g}" for beta in config.adam_betas)
+    exempt = "every parameter decayed" if config.optim.decay_all_parameters else "biases, norms and tokens undecayed"
+    clip = f"clipped at {config.optim.grad_clip_norm:g}" if config.optim.grad_clip_norm > 0 else "no clipping"
+    betas = ", ".join(f"{beta:g}" for beta in config.optim.adam_betas)
     return (
-        f"{config.optimizer}, betas ({betas}), eps {config.adam_eps:g}, weight decay {config.weight_decay:g} "
+        f"{config.optim.optimizer}, betas ({betas}), eps {config.optim.adam_eps:g}, weight decay {config.optim.weight_decay:g} "
         f"({exempt}), {clip}"
     )
 
@@ -121,21 +127,21 @@ def _recipe_source(spec: TrialSpec, profile: str) -> str:
 def describe(trial: PlannedTrial) -> dict[str, Any]:
     """One trial's plan as labelled values, in print order."""
     config, spec = trial.config, trial.spec
-    stop = "stops when converged" if config.validation_stop else "records converged only"
+    stop = "stops when converged" if config.validation.validation_stop else "records converged only"
     return {
         "model": f"{spec.model_name}{f' {spec.model_overrides}' if spec.model_overrides else ''} "
         f"({trial.total_parameters / 1e6:.2f}M params)",
         "hours": "whole shard set" if spec.max_hours is None else f"{spec.max_hours:,g} h",
-        "batch": config.global_batch_size,
-        "steps": f"{config.steps:,}",
+        "batch": config.training.global_batch_size,
+        "steps": f"{config.training.steps:,}",
         "schedule": _lr_text(config),
         "optimizer": _optimizer_text(config),
         "recipe": _recipe_source(spec, trial.profile),
-        "masking": f"ratio {config.mask_ratio:g}{_masking_source(spec, trial.profile)}",
-        "RankMe steps": ", ".join(f"{step:,}" for step in config.rankme_steps),
+        "masking": f"ratio {config.model.mask_ratio:g}{_masking_source(spec, trial.profile)}",
+        "RankMe steps": ", ".join(f"{step:,}" for step in config.rankme.rankme_steps),
         "RankMe pool N": f"{RANKME_POOL_N:,} (paper, Sec. III-C / App. A)",
-        "validation": f"every {config.validation_every_steps:,} steps, patience {config.validation_patience}, "
-        f"tolerance {config.validation_tolerance:g} ({stop})",
+        "validation": f"every {config.validation.validation_every_steps:,} steps, patience {config.validation.validation_patience}, "
+        f"tolerance {config.validation.validation_tolerance:g} ({stop})",
         "FLOPs": f"{trial.training_flops:.3g}",
         **describe_cost(trial),
     }
@@ -178,12 +184,12 @@ def describe_cost(trial: PlannedTrial) -> dict[str, str]:
     """The trial's GPU time and storage, with the arithmetic behind each figure."""
     cost, config = trial.cost, trial.config
     (preset, hours) = cost.shard_set
-    per_parameter = CHECKPOINT_BYTES_PER_PARAMETER[config.optimizer]
+    per_parameter = CHECKPOINT_BYTES_PER_PARAMETER[config.optim.optimizer]
     return {
         "GPU-hours": f"{hours_text(cost.gpu_hours)} "
         f"({cost.gpus_per_trial} GPU, {hours_text(cost.wall_hours)} h of wall time)",
         "checkpoints": f"{cost.checkpoints_kept} kept x {bytes_text(cost.checkpoint_bytes)} "
-        f"({trial.total_parameters:,} params x {per_parameter} B, {config.optimizer}) = "
+        f"({trial.total_parameters:,} params x {per_parameter} B, {config.optim.optimizer}) = "
         f"{bytes_text(cost.kept_checkpoint_bytes)}",
         "shards": f"{hours:,g} h{' (whole set, assumed)' if trial.spec.max_hours is None else ''} "
         f"x {shard_bytes_per_hour(preset) / 1e6:.1f} MB/h ({preset}) = {bytes_text(cost.shard_bytes)}",

@@ -11,7 +11,6 @@ from that one description, which pretraining reuses instead of building its own.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import zlib
@@ -49,13 +48,13 @@ def trial_pretrain_config(spec: TrialSpec, context: StudyContext | None = None) 
     """The trial's pretraining run; without a context, only the model part (enough to describe it)."""
     model = {"model_name": spec.model_name, "model_overrides": spec.model_overrides, "mask_ratio": spec.mask_ratio}
     if context is None:
-        return PretrainConfig(**model)
+        return PretrainConfig.from_flat(**model)
     # The profile's recipe: batch, lr schedule, optimizer, Table III's RankMe steps, validation.
     recipe = trial_overrides(
         context.profile, train_steps=spec.train_steps, hours=spec.max_hours, context_batch=context.global_batch_size,
         model_name=spec.model_name,
     )  # fmt: skip
-    return PretrainConfig(
+    return PretrainConfig.from_flat(
         **model,
         **recipe,
         seed=trial_seed(spec.name),
@@ -122,14 +121,14 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
     model = config.describe_model()  # the trial's one build
     shards_dir = study_shards_dir(context.shards_root, model.spec.frontend_preset, spec.max_hours)
     pretrained = run_pretraining(
-        dataclasses.replace(config, shards_dir=str(shards_dir)),
+        config.replace(shards_dir=str(shards_dir)),
         model=model,
         # The early-stop scheduler sees RankMe as training reports it, through the trial's Tune session.
         run_callbacks=[TuneReportCallback()] if context.rankme_early_stop else (),
     )
-    evaluations = evaluate_trial_checkpoints(pretrained, context, wanted=config.checkpoint_steps)
+    evaluations = evaluate_trial_checkpoints(pretrained, context, wanted=config.checkpoint.checkpoint_steps)
     evaluation = evaluations[-1]  # the last checkpoint: the trial's Q and R
-    samples_seen = config.global_batch_size * pretrained.steps
+    samples_seen = config.training.global_batch_size * pretrained.steps
     (q_ci_low, q_ci_high), q_interval_over = q_interval(evaluation.task_scores)
     return TrialRecord(
         trial=spec.name,
@@ -176,8 +175,8 @@ def _measured_pool(
     length) with the N the evaluation measured: what an external point must be measured on to compare."""
     if not evaluation.rankme_pool:
         return None  # no pool, no R
-    shards = config.rankme_shards_dir or str(shards_dir)
-    crop_frames = config.crop_frames or model_crop_frames
+    shards = config.data.rankme_shards_dir or str(shards_dir)
+    crop_frames = config.model.crop_frames or model_crop_frames
     return RankMePoolRecord(
         shards_dir=shards, crop_frames=crop_frames, n=evaluation.rankme_n, fingerprint=evaluation.rankme_pool
     )

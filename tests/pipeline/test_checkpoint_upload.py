@@ -102,8 +102,8 @@ def test_a_notice_already_seen_between_polls_checkpoints_at_once():
 
 
 def test_upload_mode_and_preemption_budget_are_checked():
-    assert PretrainConfig().checkpoint_upload == "async"
+    assert PretrainConfig().checkpoint.checkpoint_upload == "async"
     with pytest.raises(ValueError, match=r"--checkpoint-upload must be one of \('sync', 'async'\), got 'later'"):
-        PretrainConfig(checkpoint_upload="later")
+        PretrainConfig.from_flat(checkpoint_upload="later")
     with pytest.raises(ValueError, match="--max-preemptions must be at least -1, got -2"):
-        PretrainConfig(max_preemption_failures=-2)
+        PretrainConfig.from_flat(max_preemption_failures=-2)

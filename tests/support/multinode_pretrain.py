@@ -31,7 +31,7 @@ def main(shards_dir: str, work_dir: str) -> None:
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         result = run_pretraining(
-            PretrainConfig(
+            PretrainConfig.from_flat(
                 model_name="audiomae++-debug",
                 model_overrides={"crop_frames": 100},
                 shards_dir=shards_dir,

@@ -112,7 +112,7 @@ def main(shards_dir: str, work_dir: str) -> None:
         ray.init(address=cluster.address, log_to_driver=False)
         reclaim.start()
         result = run_pretraining(
-            PretrainConfig(
+            PretrainConfig.from_flat(
                 model_name="audiomae++-debug", model_overrides={"crop_frames": 100}, shards_dir=shards_dir,
                 steps=STEPS, global_batch_size=8, num_workers=2, cpus_per_worker=1.0,
                 placement_strategy="STRICT_SPREAD",  # one worker on the node to preempt, one on the head

@@ -58,7 +58,7 @@ def train_steps(
     **model_overrides,
 ) -> StepsRun:
     """`steps` optimizer steps of `model_name` (with `model_overrides`) on CPU with the worker's step function."""
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name=model_name, model_overrides=model_overrides, global_batch_size=BATCH_SIZE, steps=steps,
         warmup_steps=1, precision=precision, peak_lr=PEAK_LR, optimizer="adamw",
     )  # fmt: skip

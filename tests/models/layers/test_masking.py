@@ -132,7 +132,7 @@ def test_the_run_config_refuses_it_with_the_same_message_naming_its_flag() -> No
     from pipeline.pretrain.config import PretrainConfig
 
     with pytest.raises(ValueError, match=r"^--mask-ratio must be a fraction of the patches in \(0, 1\), got 1.0$"):
-        PretrainConfig(mask_ratio=1.0)
+        PretrainConfig.from_flat(mask_ratio=1.0)
 
 
 def test_no_module_checks_a_mask_ratio_range_itself() -> None:

@@ -115,8 +115,27 @@ def test_pretrain_recipe_overrides_merge_with_flag_overrides(tmp_path):
     config, _ = parse_flags(
         pretrain_parser(), PretrainConfig, ["--config", recipe, "--override", "width=8"], table="pretrain"
     )
-    assert config.placement_strategy == "SPREAD" and config.rankme_steps == (50, 10)
-    assert config.model_overrides == {"depth": 2, "width": 8}
+    assert config.compute.placement_strategy == "SPREAD" and config.rankme.rankme_steps == (50, 10)
+    assert config.model.model_overrides == {"depth": 2, "width": 8}
+
+
+def test_pretrain_recipe_keys_sit_in_its_table_or_in_their_parts_subtable(tmp_path):
+    """The `[pretrain]` keys users wrote before the config had parts still work, beside `[pretrain.optim]`."""
+    flat_text = "[pretrain]\nsteps = 50\nbase_lr = 0.001\nvalidation_patience = 3\n"
+    parts_text = (
+        "[pretrain]\nsteps = 50\n[pretrain.optim]\nbase_lr = 0.001\n[pretrain.validation]\nvalidation_patience = 3\n"
+    )
+    flat, _ = parse_flags(pretrain_parser(), PretrainConfig, ["--config", write(tmp_path, flat_text)], table="pretrain")
+    parts, _ = parse_flags(
+        pretrain_parser(), PretrainConfig, ["--config", write(tmp_path, parts_text)], table="pretrain"
+    )
+    assert flat == parts != PretrainConfig()
+    assert (parts.training.steps, parts.optim.base_lr, parts.validation.validation_patience) == (50, 0.001, 3)
+    misplaced = write(tmp_path, "[pretrain.optim]\nsteps = 50\n")
+    with pytest.raises(
+        ValueError, match=r"\[pretrain.optim\] has unknown key 'steps'; the keys are optimizer, base_lr"
+    ):
+        parse_flags(pretrain_parser(), PretrainConfig, ["--config", misplaced], table="pretrain")
 
 
 def test_a_prep_config_built_in_code_without_its_folders_names_the_flags(tmp_path):

@@ -37,7 +37,7 @@ STEPS = 16
 def frozen_run(ray_local, tmp_path_factory):
     shards = make_tiny_shards(tmp_path_factory.getbasetemp(), preset_name="dasheng")
     work = tmp_path_factory.mktemp("frozen")
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name="mae-debug", shards_dir=str(shards), steps=STEPS, global_batch_size=8, micro_batch_size=8,
         num_workers=1, cpus_per_worker=1, peak_lr=0.0, warmup_steps=2, log_every_steps=4,
         checkpoint_every_steps=STEPS, checkpoint_steps=(0, STEPS), rankme_every_steps=8, rankme_n=32,
@@ -121,7 +121,7 @@ def test_evaluation_takes_the_r_training_measured_at_that_checkpoint(frozen_run,
 
 def test_a_checkpoint_between_rankme_steps_records_no_r(ray_local, tmp_path):
     shards = make_tiny_shards(tmp_path, preset_name="dasheng")
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name="mae-debug", shards_dir=str(shards), steps=4, global_batch_size=8, micro_batch_size=8,
         num_workers=1, cpus_per_worker=1, warmup_steps=1, log_every_steps=2, checkpoint_every_steps=4,
         checkpoint_steps=(2, 4), rankme_every_steps=0, rankme_steps=(1,), rankme_n=32, run_name="between",

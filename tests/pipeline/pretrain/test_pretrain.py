@@ -60,7 +60,7 @@ def tiny_config(shards_dir: Path, workdir: Path, **changes) -> PretrainConfig:
         tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",
         max_failures=2,
     )
-    return PretrainConfig(**{**settings, **changes})
+    return PretrainConfig.from_flat(**{**settings, **changes})
 
 
 def _with_env(env: dict[str, str], fn):
@@ -86,14 +86,14 @@ def crashed_run(shards_dir, workdir):
     }
     config = tiny_config(shards_dir, workdir)
     result = _with_env(env, lambda: run_pretraining(config))
-    return config, result, tracking.read_run(config.tracking_uri, result.run_id)
+    return config, result, tracking.read_run(config.tracking.tracking_uri, result.run_id)
 
 
 @pytest.fixture(scope="module")
 def resumed_run(crashed_run, shards_dir, workdir):
     config, first, _ = crashed_run
     result = run_pretraining(tiny_config(shards_dir, workdir, steps=16))
-    return first, result, tracking.read_run(config.tracking_uri, result.run_id)
+    return first, result, tracking.read_run(config.tracking.tracking_uri, result.run_id)
 
 
 def test_loss_falls(crashed_run):
@@ -133,7 +133,7 @@ def test_checkpoint_holds_final_weights_and_encoder_artifact(crashed_run):
     assert meta["step"] == result.steps == 12
     assert meta["model_name"] == "audiomae++-debug" and meta["crop_frames"] == 100
     assert torch.isfinite(model(torch.randn(2, 100, 80)).loss)
-    assert sorted(tracking.list_artifacts(config.tracking_uri, result.run_id, "encoder")) == [
+    assert sorted(tracking.list_artifacts(config.tracking.tracking_uri, result.run_id, "encoder")) == [
         "encoder/encoder.safetensors",
         "encoder/model.json",
     ]
@@ -176,12 +176,14 @@ def test_non_finite_loss_stops_with_clear_error_and_keeps_checkpoint(shards_dir,
     )
     with pytest.raises(NonFiniteLossError, match=r"'diverges'.*non-finite at step 6") as error:
         _with_env({"AUDIOSCALE_TEST_NAN_AT_STEP": "6"}, lambda: run_pretraining(config))
-    last_good = Path(config.storage_path) / "diverges" / "checkpoint_step_00000004"
+    last_good = Path(config.checkpoint.storage_path) / "diverges" / "checkpoint_step_00000004"
     assert str(last_good) in str(error.value)
     model, meta = load_model_from_checkpoint(last_good)
     assert meta["step"] == 4
     assert all(torch.isfinite(p).all() for p in model.parameters())
-    run = tracking.read_run(config.tracking_uri, tracking.find_run_id(config.tracking_uri, "pretrain", "diverges"))
+    run = tracking.read_run(
+        config.tracking.tracking_uri, tracking.find_run_id(config.tracking.tracking_uri, "pretrain", "diverges")
+    )
     assert run["status"] == "FAILED"
 
 
@@ -194,7 +196,7 @@ def test_validation_early_stop_records_converged_and_stops_every_worker(shards_d
     )  # fmt: skip
     result = run_pretraining(config)
     assert result.steps == 5  # stopped at the first check, with a checkpoint there
-    run = tracking.read_run(config.tracking_uri, result.run_id)
+    run = tracking.read_run(config.tracking.tracking_uri, result.run_id)
     assert run["tags"]["converged"] == "true" and run["tags"]["converged_step"] == "5"
     assert run["params"]["train_steps"] == "20" and "validation_mse" in run["metrics"]
     assert 3 in dict(result.rankme_history)  # an explicit --rankme-steps step

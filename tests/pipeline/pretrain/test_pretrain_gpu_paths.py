@@ -57,7 +57,7 @@ def test_cpu_default_precision_is_fp32_as_before():
 
 def test_unknown_precision_is_refused_naming_the_flag():
     with pytest.raises(ValueError, match=r"--precision must be one of \('fp32', 'bf16'\), got 'fp16'"):
-        PretrainConfig(precision="fp16")
+        PretrainConfig.from_flat(precision="fp16")
 
 
 def test_fused_adamw_on_cpu_updates_the_parameters_like_the_default_adamw():

@@ -22,7 +22,7 @@ def waveform_shards(ray_local, tmp_path_factory) -> Path:
 
 
 def hubert_config(shards: Path, workdir: Path, run_name: str) -> PretrainConfig:
-    return PretrainConfig(
+    return PretrainConfig.from_flat(
         model_name="hubert-debug",
         model_overrides={"crop_frames": 50},
         shards_dir=str(shards),

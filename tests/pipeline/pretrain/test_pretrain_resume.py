@@ -32,7 +32,7 @@ def small_config(shards_dir: Path, workdir: Path, **changes) -> PretrainConfig:
         checkpoint_every_steps=3, rankme_every_steps=3, rankme_n=16, run_name="resume",
         storage_path=str(workdir / "ray_results"), tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",
     )  # fmt: skip
-    return PretrainConfig(**{**settings, **changes})
+    return PretrainConfig.from_flat(**{**settings, **changes})
 
 
 @pytest.fixture(scope="module")

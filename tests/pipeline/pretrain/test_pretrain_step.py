@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one thread: steady u
 def test_each_step_gradient_is_its_own_batch_alone():
     """Two steps on the same batch and masks, with no update between, have the same gradient. Before
     the step cleared gradients, the second one also held the first's clipped gradient: norm 1.07 then 2.07."""
-    config = PretrainConfig(model_name="mae-debug", global_batch_size=BATCH_SIZE)
+    config = PretrainConfig.from_flat(model_name="mae-debug", global_batch_size=BATCH_SIZE)
     torch.manual_seed(0)
     model = models.build_model("mae-debug")
     batches = itertools.repeat(fixed_log_mel_batch(model))
@@ -46,7 +46,9 @@ def test_accumulated_micro_batches_average_into_one_batch_gradient():
     torch.manual_seed(0)
     model = models.build_model("mae-debug", mask_ratio=0.5)
     mel = torch.randn(2, model.spec.crop_frames, model.spec.n_mels)
-    halves = PretrainConfig(model_name="mae-debug", global_batch_size=2, micro_batch_size=1, grad_clip_norm=1e9)
+    halves = PretrainConfig.from_flat(
+        model_name="mae-debug", global_batch_size=2, micro_batch_size=1, grad_clip_norm=1e9
+    )
     torch.manual_seed(1)
     loss, _ = forward_backward(model, iter([mel[:1], mel[1:]]), config=halves, step=1, device=CPU, rank=0,
                                node_id="local")  # fmt: skip
@@ -63,7 +65,7 @@ def test_accumulated_micro_batches_average_into_one_batch_gradient():
 def test_a_models_update_schedule_counts_optimizer_steps_not_micro_batches():
     """wav2vec 2.0's Gumbel temperature decays per update (x0.999995, wav2vec 2.0 Sec. 4.2): with 3
     micro-batches per step, update 11 still anneals from 10 finished updates, not from 3 per update."""
-    config = PretrainConfig(model_name="wav2vec2-debug", global_batch_size=6, micro_batch_size=2)
+    config = PretrainConfig.from_flat(model_name="wav2vec2-debug", global_batch_size=6, micro_batch_size=2)
     torch.manual_seed(0)
     model = models.build_model("wav2vec2-debug")
     crops = torch.randn(2, model.spec.crop_frames, model.spec.n_mels)
@@ -80,7 +82,7 @@ def test_a_clip_norm_of_zero_measures_the_norm_and_clips_nothing():
     norms, gradients = [], []
     for bound in (0.0, 1e-3):
         model.zero_grad(set_to_none=True)
-        config = PretrainConfig(model_name="mae-debug", global_batch_size=2, grad_clip_norm=bound)
+        config = PretrainConfig.from_flat(model_name="mae-debug", global_batch_size=2, grad_clip_norm=bound)
         torch.manual_seed(1)
         _, grad_norm = forward_backward(model, iter([mel]), config=config, step=1, device=CPU, rank=0, node_id="t")
         norms.append(float(grad_norm))

@@ -14,7 +14,7 @@ from pipeline.pretrain.resume_check import check_resume
 
 def _config(tmp_path, **changes) -> PretrainConfig:
     settings = {"run_name": "tiny", "storage_path": str(tmp_path), "base_lr": 1e-3, "warmup_steps": 3, "steps": 20}
-    return PretrainConfig(**{**settings, **changes})
+    return PretrainConfig.from_flat(**{**settings, **changes})
 
 
 def _save_checkpoint(tmp_path, config: PretrainConfig, step: int = 10) -> None:
@@ -38,9 +38,9 @@ def test_an_allowed_change_passes_and_is_reported(tmp_path):
 def test_more_steps_and_an_unset_warmup_keep_the_run(tmp_path):
     _save_checkpoint(tmp_path, _config(tmp_path))
     config, changes = check_resume(_config(tmp_path, steps=40, warmup_steps=None), warmup_given=False)
-    assert changes == {} and config.warmup_steps == 3  # the checkpoint's warmup, not 10% of 40
+    assert changes == {} and config.schedule.warmup_steps == 3  # the checkpoint's warmup, not 10% of 40
 
 
 def test_a_fresh_run_has_nothing_to_compare(tmp_path):
     config, changes = check_resume(_config(tmp_path, base_lr=5e-3), warmup_given=True)
-    assert changes == {} and config.base_lr == 5e-3
+    assert changes == {} and config.optim.base_lr == 5e-3

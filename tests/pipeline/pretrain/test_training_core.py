@@ -15,7 +15,7 @@ CPU = torch.device("cpu")
 def _config(**changes) -> PretrainConfig:
     settings = dict(model_name="mae-debug", global_batch_size=4, steps=4, warmup_steps=1, peak_lr=1e-3,
                     optimizer="adamw", precision="fp32")  # fmt: skip
-    return PretrainConfig(**{**settings, **changes})
+    return PretrainConfig.from_flat(**{**settings, **changes})
 
 
 def _batches(state) -> itertools.repeat:

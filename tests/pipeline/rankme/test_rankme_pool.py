@@ -127,7 +127,9 @@ def test_capped_below_eight_times_the_embedding_width():
 
 
 def test_training_and_evaluation_measure_on_the_same_pool(shards, tmp_path):
-    config = PretrainConfig(model_name="audiomae++-debug", shards_dir=str(shards), crop_frames=100, rankme_n=40)
+    config = PretrainConfig.from_flat(
+        model_name="audiomae++-debug", shards_dir=str(shards), crop_frames=100, rankme_n=40
+    )
     pool = rankme_pool(config)
     torch.manual_seed(0)
     model = models.build_model("audiomae++-debug", crop_frames=100)

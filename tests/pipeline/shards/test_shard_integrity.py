@@ -124,7 +124,7 @@ def test_segments_all_shorter_than_half_a_crop_are_refused_with_their_lengths(or
 
 
 def test_pretraining_refuses_short_segments_before_training_starts(original, tmp_path):
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name="audiomae++-debug",
         model_overrides={"crop_frames": 1024},
         shards_dir=str(original),

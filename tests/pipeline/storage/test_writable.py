@@ -3,7 +3,6 @@ store, storage path or output folder, a path under a file, a full disk."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -117,14 +116,14 @@ def test_the_room_counts_every_checkpoint_on_the_disk_at_once(tmp_path):
     from pipeline.pretrain.config import PretrainConfig
     from pipeline.pretrain.driver import CHECKPOINT_BYTES_PER_PARAMETER, check_storage_room, checkpoints_at_once
 
-    probe = PretrainConfig(model_name="mae-debug")
+    probe = PretrainConfig.from_flat(model_name="mae-debug")
     model = probe.describe_model()
     each = CHECKPOINT_BYTES_PER_PARAMETER * model.total_parameters
     with small_folder(tmp_path, f"{int(2.5 * each) // 1024}k") as folder:  # room for 2, not for 3
         if folder is None:
             pytest.skip("making a small filesystem needs root and tmpfs mounts")
-        config = dataclasses.replace(probe, storage_path=str(folder / "runs"), num_checkpoints_to_keep=2)
+        config = probe.replace(storage_path=str(folder / "runs"), num_checkpoints_to_keep=2)
         assert checkpoints_at_once(config) == 3  # the tmpfs is not the temporary folder's disk
         with pytest.raises(UserError, match=r"--storage-path .*/runs: .* up to 3 checkpoint\(s\) of about"):
             check_storage_room(config, model)
-        check_storage_room(dataclasses.replace(config, num_checkpoints_to_keep=1), model)  # 2 fit
+        check_storage_room(config.replace(num_checkpoints_to_keep=1), model)  # 2 fit

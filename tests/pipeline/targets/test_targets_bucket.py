@@ -87,9 +87,11 @@ def test_a_hubert_run_on_bucket_shards_trains_with_the_buckets_codebook(bucket_e
     from pipeline.pretrain.config import PretrainConfig
     from pipeline.pretrain.discrete_targets import with_codebook
 
-    config = PretrainConfig(model_name="hubert-debug", model_overrides={"crop_frames": 100}, shards_dir=bucket_shards)
+    config = PretrainConfig.from_flat(
+        model_name="hubert-debug", model_overrides={"crop_frames": 100}, shards_dir=bucket_shards
+    )
     chosen, model = with_codebook(config, config.describe_model(), bucket_shards)
-    uri = chosen.model_overrides["codebook"]
+    uri = chosen.model.model_overrides["codebook"]
     assert uri.startswith(bucket_shards.partition("?")[0] + "/targets/mfcc-k100-")  # iteration 1: MFCC, k 100
     assert not model.needs_codebook
     local = chosen.model_build_overrides()["codebook"]

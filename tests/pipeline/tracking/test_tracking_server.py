@@ -40,7 +40,7 @@ def pretrained(server, ray_local, tmp_path_factory):
     uri, _ = server
     shards_dir = make_tiny_shards(tmp_path_factory.getbasetemp())
     workdir = tmp_path_factory.mktemp("pretrain_to_server")
-    config = PretrainConfig(
+    config = PretrainConfig.from_flat(
         model_name="audiomae++-debug", model_overrides={"crop_frames": 100}, shards_dir=str(shards_dir), steps=6,
         global_batch_size=4, num_workers=2, cpus_per_worker=0.5, base_lr=0.1, log_every_steps=2,
         checkpoint_every_steps=6, rankme_every_steps=0, run_name="to-server", experiment_name="server",

@@ -38,14 +38,16 @@ TABLE_I_M = {"mae-en1536-24": 707.01, "mae-en768-12": 111.32, "mae-en256-1": 26.
 def test_paper_trials_resolve_to_the_study_recipe(grid):
     for spec in expand_grids(grid, profile="paper")[:3]:
         config = plan_trial(spec, "paper").config
-        assert config.global_batch_size == PAPER["global_batch_size"]
-        assert config.peak_lr == PAPER["peak_lr"]  # used as given, not rescaled by batch / 256
-        assert config.weight_decay == PAPER["weight_decay"]
-        assert config.min_lr_ratio == PAPER["min_lr_ratio"]
-        assert config.optimizer == PAPER["optimizer"]
-        assert config.validation_stop and config.validation_every_steps == steps_per_epoch(spec.max_hours, 256)
+        assert config.training.global_batch_size == PAPER["global_batch_size"]
+        assert config.optim.peak_lr == PAPER["peak_lr"]  # used as given, not rescaled by batch / 256
+        assert config.optim.weight_decay == PAPER["weight_decay"]
+        assert config.schedule.min_lr_ratio == PAPER["min_lr_ratio"]
+        assert config.optim.optimizer == PAPER["optimizer"]
+        assert config.validation.validation_stop and config.validation.validation_every_steps == steps_per_epoch(
+            spec.max_hours, 256
+        )
         if grid != "mask_ratio":
-            assert config.mask_ratio == PAPER["mask_ratio"]
+            assert config.model.mask_ratio == PAPER["mask_ratio"]
 
 
 def test_paper_size_trials_train_746k_steps_at_10666_h_with_3_epoch_warmup():
@@ -53,11 +55,11 @@ def test_paper_size_trials_train_746k_steps_at_10666_h_with_3_epoch_warmup():
     assert len(trials) == 16
     for trial in trials:
         config = trial.config
-        assert config.steps == PAPER["steps"] and trial.spec.max_hours == PAPER["size_compute_hours"]
+        assert config.training.steps == PAPER["steps"] and trial.spec.max_hours == PAPER["size_compute_hours"]
         # 10,666 h of 10 s clips = 3,839,760 clips = 15,000 steps of 256: Dasheng's epoch, by coincidence.
         assert steps_per_epoch(10_666, 256) == 15_000
-        assert config.warmup_steps == PAPER["warmup_epochs"] * 15_000
-        assert config.rankme_steps == PAPER["rankme_steps"] + (PAPER["steps"],)
+        assert config.schedule.warmup_steps == PAPER["warmup_epochs"] * 15_000
+        assert config.rankme.rankme_steps == PAPER["rankme_steps"] + (PAPER["steps"],)
     params = {t.spec.model_name: t.total_parameters / 1e6 for t in trials}
     for name, total_m in TABLE_I_M.items():
         assert params[name] == pytest.approx(total_m, rel=1e-3)
@@ -92,16 +94,25 @@ def test_warmup_is_capped_where_three_epochs_exceed_the_run():
 
 def test_cpu_default_uses_its_measured_lr_the_papers_decay_and_table_iii_fractions():
     config = plan_trial(expand_grids("mask_ratio", profile="cpu_default")[0], "cpu_default").config
-    assert (config.global_batch_size, config.peak_lr, config.weight_decay, config.warmup_steps) == (
+    assert (
+        config.training.global_batch_size,
+        config.optim.peak_lr,
+        config.optim.weight_decay,
+        config.schedule.warmup_steps,
+    ) == (
         32,
         3e-4,
         0.01,
         None,
     )
-    assert (config.optimizer, config.min_lr_ratio, config.validation_stop) == ("adamw", 0.1, False)
-    assert config.steps == 300
-    assert config.shuffle_buffer_crops == 4096  # a whole epoch of the default corpus (3,054 rows)
-    assert config.rankme_steps == (21, 43, 86, 129, 300) and config.rankme_every_steps == 0
+    assert (config.optim.optimizer, config.schedule.min_lr_ratio, config.validation.validation_stop) == (
+        "adamw",
+        0.1,
+        False,
+    )
+    assert config.training.steps == 300
+    assert config.data.shuffle_buffer_crops == 4096  # a whole epoch of the default corpus (3,054 rows)
+    assert config.rankme.rankme_steps == (21, 43, 86, 129, 300) and config.rankme.rankme_every_steps == 0
 
 
 def test_plan_text_names_every_value():

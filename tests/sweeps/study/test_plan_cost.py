@@ -44,7 +44,7 @@ def test_mae_en768_12_row_on_the_mask_grid_matches_the_formula_by_hand():
     parameters = patch_embed + encoder + decoder_embed + decoder + (252 * 768 + 768) + 253 * 512 + 512 + 128
     assert parameters == trial.total_parameters == 111_323_008
     # 8-bit AdamW (App. B, the recipe's "adamw8bit"): fp32 weights + two 1-byte moments.
-    assert trial.config.optimizer == "adamw8bit"
+    assert trial.config.optim.optimizer == "adamw8bit"
     assert trial.cost.checkpoint_bytes == parameters * 6 == 667_938_048
     # Checkpoints at 25/50/75/100% of 746,000 steps; the paper profile evaluates only the last
     # (--eval-checkpoints final), so Ray keeps PretrainConfig's latest 2.

@@ -96,7 +96,7 @@ def test_each_trial_has_its_own_initialisation_seed():
     assert seeds == [trial_seed(t.name) for t in trials]  # stable: a resumed trial starts from the same weights
     context = StudyContext(study_name="s", parent_run_id="p", tracking_uri="sqlite:///x.db", storage_path="r",
                            corpus_dir="c", shards_root="h", tasks_dir="t")  # fmt: skip
-    assert [trial_pretrain_config(t, context).seed for t in trials] == seeds
+    assert [trial_pretrain_config(t, context).training.seed for t in trials] == seeds
 
 
 def test_baselines_flag_per_profile_and_refusals():
