@@ -294,7 +294,9 @@ def _table_defaults(config_class: type, entries: dict[str, Any], *, where: str) 
     defaults = {}
     for key, value in entries.items():
         if key in parts and isinstance(value, dict):
-            defaults |= _table_defaults(parts[key], value, where=f"{where[:-1]}.{key}]")
+            defaults |= _table_defaults(
+                parts[key], value, where=f"{where.removesuffix(']')}.{key}]"
+            )  # [pretrain.optim]
             continue
         if key not in fields:
             raise ValueError(f"{where} has unknown key {key!r}; the keys are {', '.join(fields)}")
