@@ -98,6 +98,7 @@ def _top_level_imports(folder: str) -> set[str]:
 BENCHMARK_TESTS = {
     "tests/test_gpu_acceptance.py": "benchmarks.gpu_acceptance and its benchmarks.acceptance parts",
     "tests/sweeps/study/test_study_driver_scale.py": "benchmarks.bench_study_driver_scale",
+    "tests/test_precision_drift.py": "benchmarks.precision_drift",
 }
 
 

@@ -7,6 +7,9 @@ the setting compared. Tolerances are fixed here, before any GPU run, from what t
   of values drifts far less at step 1, and a few lr-1e-3 steps may amplify it: 2% at step 1, 5% at any step.
 - fused AdamW does the fp32 update arithmetic in another order: 0.1%.
 - compiled vs eager at the same precision: fusion moves the rounding points; fp32 0.1%, bf16 as bf16 (2%).
+In Adam's first steps a weight moves by about +-lr whatever its gradient's size, so a rounding-level change
+in a near-zero gradient can flip a whole step: a miss here asks for benchmarks/precision_drift.py, which
+compares where 60 steps at the product's lr end against the seed-to-seed spread.
 Two things would make curves differ by chance rather than by the setting, so they are switched off here:
 dropout (HuBERT's and wav2vec 2.0's 0.1: on a GPU the fp32 run's attention takes the memory-efficient
 kernel and the bf16 run's flash, which draw different dropout masks and shift every later random draw),
