@@ -31,10 +31,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.acceptance import training  # noqa: E402
 from benchmarks.acceptance.correctness import without_dropout  # noqa: E402
-from benchmarks.acceptance.training import random_log_mel  # noqa: E402
-from pipeline.pretrain.config import PretrainConfig  # noqa: E402
-from pipeline.pretrain.training_core import build_training_state, take_step  # noqa: E402
 
 SETTINGS = {"bf16": {"precision": "bf16"}, "fused": {"fused_adamw": True}}
 REFERENCE = {"precision": "fp32", "fused_adamw": False}
@@ -42,19 +40,13 @@ REFERENCE = {"precision": "fp32", "fused_adamw": False}
 
 def loss_curve(model: str, device: torch.device, *, seed: int, steps: int, batch: int, pool: int,
                precision: str, fused_adamw: bool) -> list[float]:  # fmt: skip
-    """`steps` losses of one run; the batches cycle through a seeded pool of `pool` random log-mel
-    batches, so the run can fit them and the loss falls (equal for every setting of one seed)."""
-    config = PretrainConfig.from_flat(
-        model_name=model, model_overrides=without_dropout(model, {}), global_batch_size=batch, steps=steps,
-        warmup_steps=max(1, steps // 10), precision=precision, optimizer="adamw", seed=seed,
-    )  # fmt: skip
-    state = build_training_state(config, device, fused_adamw=fused_adamw)
-    batches = [random_log_mel(state.model, batch, device, seed=seed * 1000 + index) for index in range(pool)]
-    losses = []
-    for step in range(1, steps + 1):
-        outcome = take_step(state, iter([batches[(step - 1) % pool]]), config=config, step=step, device=device)
-        losses.append(outcome.mean_loss)
-    return losses
+    """`steps` losses of one run at the product's lr; the batches cycle through a seeded pool of `pool`
+    random log-mel batches, so the run can fit them and the loss falls (equal for every setting of one seed)."""
+    run = training.build(model, device, global_batch=batch, steps=steps, precision=precision, fused_adamw=fused_adamw,
+                         peak_lr=None, overrides=without_dropout(model, {}), warmup_steps=max(1, steps // 10),
+                         seed=seed)  # fmt: skip
+    batches = [training.random_log_mel(run.model, batch, device, seed=seed * 1000 + index) for index in range(pool)]
+    return [training.step(run, iter([batches[(step - 1) % pool]]), step) for step in range(1, steps + 1)]
 
 
 def compare(model: str, setting: str, device: torch.device, *, seeds: int, steps: int, window: int,

@@ -43,16 +43,19 @@ def build(
     compile_backend: str | None = None,
     peak_lr: float | None = CHECK_PEAK_LR,
     overrides: dict | None = None,
+    warmup_steps: int = 1,
+    seed: int | None = None,
 ) -> Training:
     """A seeded model and optimizer as a run builds them (plain AdamW, so GPUs with and without
     bitsandbytes compare alike); `precision` None is the product's default. `compile_backend`
     "inductor" is what `--compile` runs; "eager" captures the same graphs with dynamo and runs them
     eagerly (the CPU mode's quick stand-in; inductor on a CPU takes ~35 s per model, and
-    tests/pipeline/pretrain/test_pretrain_gpu_paths.py compiles with it)."""
+    tests/pipeline/pretrain/test_pretrain_gpu_paths.py compiles with it). `peak_lr` None and `seed` None
+    are the product's own lr and seed."""
     config = PretrainConfig.from_flat(
         model_name=model_name, model_overrides=dict(overrides or {}), global_batch_size=global_batch,
-        micro_batch_size=micro_batch, steps=steps, warmup_steps=1, precision=precision, peak_lr=peak_lr,
-        optimizer="adamw",
+        micro_batch_size=micro_batch, steps=steps, warmup_steps=warmup_steps, precision=precision, peak_lr=peak_lr,
+        optimizer="adamw", **({} if seed is None else {"seed": seed}),
     )  # fmt: skip
     state = build_training_state(config, device, fused_adamw=fused_adamw)
     if compile_backend:
