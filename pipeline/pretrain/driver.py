@@ -34,6 +34,7 @@ from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig, ResolvedPretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
 from pipeline.pretrain.discrete_targets import with_codebook
+from pipeline.pretrain.health_checks import poll_workers_often
 from pipeline.pretrain.loop import NON_FINITE_TAG, is_checkpoint_step, train_loop
 from pipeline.pretrain.loopback_backend import LoopbackTorchConfig
 from pipeline.pretrain.model_facts import ModelFacts
@@ -156,6 +157,7 @@ def _run_on_ray(
         run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
     try:
         with killed_on_interrupt(run):
+            poll_workers_often()
             result = build_trainer(config, run_callbacks).fit()
     except Exception as error:
         run.finish("FAILED")
