@@ -20,6 +20,7 @@ from pipeline.checkpoint import (
     verify_checkpoint,
 )
 from pipeline.pretrain.driver import NonFiniteLossError, PretrainConfig, run_pretraining
+from pipeline.pretrain.health_checks import HEALTH_CHECK_ENV, HEALTH_CHECK_INTERVAL_S
 from pipeline.tracking import runs as tracking
 from tests.support.pretrain_testdata import make_tiny_shards
 
@@ -85,6 +86,7 @@ def crashed_run(shards_dir, workdir):
         "AUDIOSCALE_TEST_CRASH_MARKER": str(workdir / "crashed.marker"),
     }
     config = tiny_config(shards_dir, workdir)
+    os.environ.pop(HEALTH_CHECK_ENV, None)  # whatever set it before, this run must set it itself
     result = _with_env(env, lambda: run_pretraining(config))
     return config, result, tracking.read_run(config.tracking.tracking_uri, result.run_id)
 
@@ -101,6 +103,11 @@ def test_loss_falls(crashed_run):
     losses = [value for _, value in run["metrics"]["loss"]]
     assert losses[-1] < 0.9 * losses[0], losses
     assert result.final_loss == pytest.approx(losses[-1])
+
+
+def test_the_run_set_ray_trains_poll_interval_before_training(crashed_run):
+    # Unset before the run; only the driver can have set it, for Ray Train to forward to its controller.
+    assert os.environ.get(HEALTH_CHECK_ENV) == str(HEALTH_CHECK_INTERVAL_S)
 
 
 def test_mlflow_run_has_parameters_and_metrics(crashed_run):
