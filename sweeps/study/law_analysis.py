@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from pipeline.tracking import runs as tracking
@@ -175,10 +176,13 @@ def log_study_analysis(
 
 def _log_figure_files(run: tracking.TrackedRun, study_name: str, figures: dict, info: StudyInfo) -> dict[str, bytes]:
     """Each figure as a PNG for screens and a PDF for print (the study named in their metadata),
-    logged under `laws/`; returns {file name: bytes}."""
+    logged under `laws/`; returns {file name: bytes}. Each figure is closed once written: pyplot holds
+    every figure it made until then, so a process that fits many studies (a notebook, the suite)
+    would otherwise keep them all in memory."""
     files: dict[str, bytes] = {}
     for file_name, figure in figures.items():
         files |= figure_files(file_name, figure, title=f"{study_name}: {file_name}", description=info.description())
+        plt.close(figure)
     for file_name, data in files.items():
         tracking.log_bytes(run, data, f"{REPORT_DIR}/{file_name}")
     return files

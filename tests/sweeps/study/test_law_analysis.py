@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -76,6 +77,15 @@ def test_refit_logs_laws_figures_and_report_to_the_study_run(study_store):
     logged = tracking.read_run(tracking_uri, parent_run_id)
     assert "task_law/esc50/q_inf" in metrics
     assert logged["tags"]["task_law/esc50/class"] in {"saturating", "still rising"}
+
+
+def test_a_refit_leaves_no_figure_open(study_store):
+    """pyplot keeps a figure until it is closed: each refit left its 2-3 figures behind, and a
+    process refitting many studies held them all."""
+    tracking_uri, _ = study_store
+    plt.close("all")
+    refit_study("masks", tracking_uri=tracking_uri, n_bootstrap=0)
+    assert plt.get_fignums() == []
 
 
 def test_refit_marks_the_q_c_frontier_on_the_trial_runs(study_store):
