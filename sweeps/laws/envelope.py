@@ -25,7 +25,7 @@ from scipy.optimize import minimize
 from sweeps.laws.fits import fit_saturating
 from sweeps.laws.frontier import frontier_mask
 from sweeps.laws.inputs import MIN_POINTS, configuration_groups
-from sweeps.laws.optimizer import FitNotConvergedError, information_criteria, resample_groups
+from sweeps.laws.optimizer import FitNotConvergedError, information_criteria, r_squared, resample_groups
 from sweeps.laws.result import LawFit
 
 ENVELOPE = "envelope"
@@ -142,7 +142,7 @@ def fit_envelope(
     }
     fit_q = q[on_frontier]
     prediction = form.log_model(theta, log_x[on_frontier])[0]
-    r2 = 1.0 - float(np.sum((fit_q - prediction) ** 2) / np.sum((fit_q - fit_q.mean()) ** 2))  # Eq. 8
+    r2 = r_squared(fit_q, prediction)  # paper App. E, Formula (8)
     aicc, bic = information_criteria(fit_q - prediction, len(theta))
     error, note = _leave_largest_out(form, theta, compute, q, tolerance)
     return dataclasses.replace(

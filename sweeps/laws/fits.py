@@ -35,6 +35,7 @@ from sweeps.laws.optimizer import (
     bootstrap_thetas,
     information_criteria,
     minimize_converged,
+    r_squared,
 )
 from sweeps.laws.reference import QSpaceLaw
 from sweeps.laws.result import FitDiagnostics, LawFit
@@ -119,8 +120,7 @@ def _fit(
     )
     replicate_params, ci = _bootstrap_intervals(form, thetas, settings.ci_level)
     prediction = form.predict(params, *columns)
-    # Paper App. E, Eq. 8: R^2 = 1 - sum (y - y_hat)^2 / sum (y - y_bar)^2, on Q (or the loss) itself.
-    r2 = 1.0 - float(np.sum((y - prediction) ** 2) / np.sum((y - y.mean()) ** 2))
+    r2 = r_squared(y, prediction)  # paper App. E, Formula (8), on Q (or the loss) itself
     aicc, bic = information_criteria(problem.residuals(optimum.theta), len(optimum.theta))
     if settings.extrapolate:
         extrapolation_error, extrapolation_note = _leave_largest_out(

@@ -211,6 +211,17 @@ def resample_groups(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([members[g] for g in drawn])
 
 
+def r_squared(y: np.ndarray, prediction: np.ndarray) -> float:
+    """Paper App. E, Formula (8): R^2 = 1 - RSS / TSS on the original scale. NaN when y does not vary
+    (TSS 0, e.g. every trial scored the same Q): the formula is undefined there, and -inf (what the
+    bare division gives) would read as a measured, infinitely bad fit."""
+    y, prediction = np.asarray(y, dtype=float), np.asarray(prediction, dtype=float)
+    total = float(np.sum((y - y.mean()) ** 2))
+    if total == 0.0:
+        return float("nan")
+    return 1.0 - float(np.sum((y - prediction) ** 2)) / total
+
+
 def information_criteria(log_residuals: np.ndarray, n_params: int) -> tuple[float, float]:
     """(AICc, BIC) from the Gaussian likelihood of the log-space residuals."""
     n = len(log_residuals)

@@ -7,7 +7,7 @@ import pytest
 
 from sweeps.laws.fits import fit_joint, fit_saturating
 from sweeps.laws.forms import JointLaw, SaturatingLaw
-from sweeps.laws.optimizer import information_criteria, resample_groups
+from sweeps.laws.optimizer import information_criteria, r_squared, resample_groups
 
 TRUE_SATURATING = {"q_inf": 0.80, "x_c": 10.0, "alpha": 0.6}
 TRUE_JOINT = {"q_inf": 0.85, "alpha": 0.5, "n_c": 2e4, "alpha_n": 0.3, "d_c": 0.2, "alpha_d": 0.4}
@@ -82,3 +82,11 @@ def test_information_criteria_follow_the_gaussian_formulas():
     rss, n = float(np.sum(residuals**2)), 6
     assert aicc == pytest.approx(n * np.log(rss / n) + 6 + 24 / 2)
     assert bic == pytest.approx(n * np.log(rss / n) + 3 * np.log(6))
+
+
+def test_r_squared_is_formula_8_and_undefined_when_q_does_not_vary():
+    """Paper App. E, Formula (8): 1 - RSS/TSS. y = [1, 2, 3, 4] against [1, 2, 3, 5]: RSS 1, TSS 5."""
+    assert r_squared(np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 5.0])) == pytest.approx(0.8)
+    assert r_squared(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])) == 0.0  # the mean explains nothing
+    with np.errstate(all="raise"):  # a constant Q is neither a warning nor -inf
+        assert np.isnan(r_squared(np.full(4, 0.6), np.array([0.5, 0.6, 0.6, 0.7])))
