@@ -213,13 +213,13 @@ def resample_groups(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def r_squared(y: np.ndarray, prediction: np.ndarray) -> float:
     """Paper App. E, Formula (8): R^2 = 1 - RSS / TSS on the original scale. NaN when y does not vary
-    (TSS 0, e.g. every trial scored the same Q): the formula is undefined there, and -inf (what the
-    bare division gives) would read as a measured, infinitely bad fit."""
+    (e.g. every trial scored the same Q): the formula is undefined there, and -inf (what the bare
+    division gives) would read as a measured, infinitely bad fit. Tested on the values, not on TSS:
+    the mean of three 0.1s is not exactly 0.1, which leaves a TSS of 6e-34 and an R^2 of -3e29."""
     y, prediction = np.asarray(y, dtype=float), np.asarray(prediction, dtype=float)
-    total = float(np.sum((y - y.mean()) ** 2))
-    if total == 0.0:
+    if np.ptp(y) == 0.0:
         return float("nan")
-    return 1.0 - float(np.sum((y - prediction) ** 2)) / total
+    return 1.0 - float(np.sum((y - prediction) ** 2)) / float(np.sum((y - y.mean()) ** 2))
 
 
 def information_criteria(log_residuals: np.ndarray, n_params: int) -> tuple[float, float]:

@@ -90,3 +90,5 @@ def test_r_squared_is_formula_8_and_undefined_when_q_does_not_vary():
     assert r_squared(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])) == 0.0  # the mean explains nothing
     with np.errstate(all="raise"):  # a constant Q is neither a warning nor -inf
         assert np.isnan(r_squared(np.full(4, 0.6), np.array([0.5, 0.6, 0.6, 0.7])))
+        # Three trials at a 10-class task's chance level: their float mean is not exactly 0.1.
+        assert np.isnan(r_squared(np.full(3, 0.1), np.array([0.09, 0.1, 0.11])))
