@@ -1,20 +1,28 @@
 """The embedded defaults: default corpus, labeled tasks and mel shards, built when missing.
 
-Both user commands with no arguments (`python -m pipeline.pretrain`, `python -m sweeps.scaling
---grid ...`) call `ensure_default_data` first. Every step is idempotent through its own completion
-marker or manifest, so a second call costs a few file reads.
+`python -m pipeline.pretrain` with no data arguments calls `ensure_default_data` first; the study
+driver (`python -m sweeps.scaling --grid ...`) builds the corpus and its shards while the tasks
+build in a child process (`tasks_built_beside`). Every step is idempotent through its own
+completion marker or manifest, so a second call costs a few file reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from pipeline.corpus.sources import build_marker, debian
+from pipeline.corpus.sources.default_mix import packages_for_pretraining
 from pipeline.corpus.sources.pretrain_corpus import (
     PretrainCorpusConfig,
     build_pretrain_corpus,
 )
-from pipeline.corpus.tasks.build import TasksConfig, build_tasks
+from pipeline.corpus.tasks.build import TasksConfig, build_tasks, packages_for_tasks
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.storage.paths import default_corpus_dir, default_shards_dir, default_tasks_dir, shards_dir_for
 from pipeline.storage.uri import child_location
@@ -91,9 +99,42 @@ def ensure_default_data(
     return DefaultData(corpus_dir=corpus_dir, tasks_dir=tasks_dir, shards_dir=shards_dir)
 
 
-def build_default_inputs(*, corpus: bool, tasks: bool, seed: int = 0) -> None:
-    """Build the default corpus and/or labeled tasks when missing (no-ops once built)."""
-    if corpus:
-        build_pretrain_corpus(PretrainCorpusConfig(output_dir=default_corpus_dir(), seed=seed))
-    if tasks:
-        build_tasks(TasksConfig(output_dir=default_tasks_dir(), seed=seed))
+def build_default_corpus(seed: int = 0) -> None:
+    """Build the default pretraining corpus when missing (a no-op once built)."""
+    build_pretrain_corpus(PretrainCorpusConfig(output_dir=default_corpus_dir(), seed=seed))
+
+
+@contextmanager
+def tasks_built_beside(tasks_dir: str | Path | None, *, seed: int = 0, tiny: bool = False) -> Iterator[None]:
+    """Builds the labeled tasks into `tasks_dir` (None: nothing to build; a finished build is kept) in a
+    child process while the `with` body runs, and waits for them at its end; a failed build raises there.
+
+    The tasks need nothing the corpus or its shards make, and each build runs one step at a time on
+    one core, so on 2 cores the corpus and its shards (~42 s) are built while the tasks (~56 s) are
+    (docs/performance.md). Both builds' Debian packages are checked (installed, as root) first, so two
+    apt-gets never race for dpkg's lock. The child is this package's own command
+    (`python -m pipeline.corpus tasks`), which writes what `build_tasks` writes in this process; its
+    lines ("[tasks] ...") interleave with the body's. If the body raises, the child is stopped: a
+    half-built tasks folder carries no completion marker, so the next run rebuilds it.
+    """
+    tasks_dir = Path(tasks_dir).resolve() if tasks_dir is not None else None
+    if tasks_dir is None or build_marker.is_complete(
+        tasks_dir, TasksConfig(output_dir=tasks_dir, seed=seed, tiny=tiny).settings()
+    ):
+        yield
+        return
+    debian.ensure_packages(sorted(set(packages_for_tasks()) | set(packages_for_pretraining())))
+    command = [sys.executable, "-m", "pipeline.corpus", "tasks", "--output", str(tasks_dir), "--seed", str(seed),
+               "--no-baseline", *(["--tiny"] if tiny else [])]  # fmt: skip
+    child = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # its lines as they come
+    try:
+        yield
+    except BaseException:
+        child.terminate()
+        child.wait()
+        raise
+    if child.wait() != 0:
+        raise RuntimeError(
+            f"building the labeled tasks in {tasks_dir} failed (exit {child.returncode}; its error is printed "
+            f"above); `python {' '.join(command[1:])}` runs that build alone"
+        )

@@ -118,6 +118,11 @@ class BaselinesInProgress:
             self._thread.start()
         return self
 
+    @property
+    def finished(self) -> bool:
+        """Started and ended (measured, or raised)."""
+        return bool(self._thread.ident) and not self._thread.is_alive()
+
     def wait(self) -> list[BaselineRecord]:
         """Their records, once measured (started now if it was not yet)."""
         self.start()

@@ -25,7 +25,7 @@ import pandas as pd
 import ray
 from ray import tune
 
-from pipeline.defaults import build_default_inputs
+from pipeline.defaults import build_default_corpus, tasks_built_beside
 from pipeline.session.ray_session import connect_ray
 from pipeline.storage import paths
 from pipeline.tracking import runs as tracking
@@ -40,11 +40,8 @@ from sweeps.study.baselines import BaselinesInProgress, study_baseline_setup
 from sweeps.study.beside_trials import StartOnceEveryTrialStarted
 from sweeps.study.config import REAL_TRIAL_RUNNER, StudyConfig
 from sweeps.study.context import StudyContext
-from sweeps.study.early_stop import (
-    EarlyStopSummary,
-    RankMeEarlyStopScheduler,
-    summarize_study_table,
-)
+from sweeps.study.early_stop import EarlyStopSummary, RankMeEarlyStopScheduler, summarize_study_table
+from sweeps.study.fits_beside import LawsFittedAhead, fit_laws_while_baselines_finish
 from sweeps.study.grids import TrialSpec, expand_grids
 from sweeps.study.law_analysis import log_study_analysis, study_comparisons
 from sweeps.study.phase_times import PhaseClock
@@ -154,15 +151,16 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         f"MLflow: {context.tracking_uri}"
     )
     with killed_on_interrupt(parent):  # Ctrl-C / SIGTERM: the study run is KILLED, not left RUNNING
-        failed = _run_trials(config, remaining, context, say, clock) if remaining else []
-    clock.begin("fits")
+        failed, ahead = _run_trials(config, remaining, context, say, clock) if remaining else ([], None)
+    clock.begin("fits" if ahead is None else "report")
     study = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)  # read once for the analysis
-    table = study.trial_table
+    table = study.trial_table if ahead is None else ahead.table  # the same trials: the baselines are other runs
     early_stop = _summarize_early_stop(config, parent, table, trials)
-    say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
+    if ahead is None:
+        say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")
     comparisons = study_comparisons(study)
     fits, markdown = log_study_analysis(
-        study, n_bootstrap=config.n_bootstrap, comparisons=comparisons,
+        study, table, n_bootstrap=config.n_bootstrap, comparisons=comparisons, fits=ahead.fits if ahead else None,
         keep_fraction=config.early_stop_keep_fraction, check_fraction=config.early_stop_check_fraction,
         extra_sections=[early_stop.markdown()] if early_stop else (),
     )  # fmt: skip
@@ -243,8 +241,9 @@ def _open_study(config: StudyConfig, *, n_trials: int) -> tuple[tracking.Tracked
 
 def _run_trials(
     config: StudyConfig, trials: list[TrialSpec], context: StudyContext, say, clock: PhaseClock
-) -> list[str]:
-    """Build the inputs the trials need, run them on Ray Tune; return the names of those that failed."""
+) -> tuple[list[str], LawsFittedAhead | None]:
+    """Build the inputs the trials need, run them on Ray Tune; return the names of those that failed,
+    and the laws when they were fitted while the baselines ended."""
     scheduler = (
         RankMeEarlyStopScheduler(
             keep_fraction=config.early_stop_keep_fraction,
@@ -260,6 +259,7 @@ def _run_trials(
     # Evaluation comes after pretraining, so a trial's whole share of the cores is free for it.
     context = dataclasses.replace(context, cores_per_trial=max(1, min(4, int(cluster_cpus // max_concurrent))))
     baselines: BaselinesInProgress | None = None
+    ahead = None
     try:
         if config.prepare_shards:
             clock.begin("defaults")
@@ -270,12 +270,14 @@ def _run_trials(
                 if config.shards_root is not None and config.corpus_dir is None
                 else None
             )
-            # The embedded defaults: build the default corpus / tasks the user did not replace.
-            build_default_inputs(corpus=config.corpus_dir is None and present is None, tasks=config.tasks_dir is None)
-            if present is None:
-                prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
-            else:
-                say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
+            # The embedded defaults the user did not replace: the tasks in a child process meanwhile.
+            with tasks_built_beside(paths.default_tasks_dir() if config.tasks_dir is None else None):
+                if config.corpus_dir is None and present is None:
+                    build_default_corpus()
+                if present is None:
+                    prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
+                else:
+                    say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
@@ -293,12 +295,15 @@ def _run_trials(
         if scheduler is not None:
             _record_stopped_trials(scheduler, trials, context)
         if baselines is not None:  # the closing lines compare the trials with them
+            ahead = fit_laws_while_baselines_finish(baselines, context, n_bootstrap=config.n_bootstrap, say=say)
             baselines.wait()
             clock.record_beside("baselines", baselines.seconds, beside="trials")
+            if ahead is not None:
+                clock.record_beside("fits", ahead.seconds, beside="baselines")
     finally:
         if started_ray:
             ray.shutdown()
-    return failed
+    return failed, ahead
 
 
 def _trials_at_once(config: StudyConfig, context: StudyContext, cluster_cpus: float) -> int:

@@ -121,6 +121,7 @@ def log_study_analysis(
     check_fraction: float = DEFAULT_CHECK_FRACTION,
     extra_sections: Sequence[str] = (),
     comparisons: Comparisons | None = None,
+    fits: StudyFits | None = None,
 ) -> tuple[StudyFits, str]:
     """Fit the laws (only along axes the study's grid varies), then log parameters with intervals,
     the fit table, figures and the report (`laws/report.md`, its figures beside it in `laws/`).
@@ -130,11 +131,12 @@ def log_study_analysis(
     goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend` tag; the
     early-stop replay to `early_stop_replay.*`; the summary to the run's description. The study's
     external points (sweeps.record.external_point) are drawn on the Q(R) figure and named in the
-    summary and report, never fitted.
+    summary and report, never fitted. `fits`: the laws already fitted on `table` (the driver fits them
+    while its baselines end: sweeps.study.fits_beside), else fitted here.
     """
     run, info, external = study.run, study_info(study.settings), study.external_table
     table = study.trial_table if table is None else table
-    fits = fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
+    fits = fits or fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
     comparisons = comparisons or study_comparisons(study)
     metrics, tags = _metrics_and_tags(
         run, table, fits, info, keep_fraction=keep_fraction, check_fraction=check_fraction, external=external,

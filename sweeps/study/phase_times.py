@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 INSTALL_SECONDS_ENV = "AUDIOSCALE_INSTALL_SECONDS"
-PHASES = ("install", "start-up", "defaults", "baselines", "trials", "fits")
+PHASES = ("install", "start-up", "defaults", "baselines", "trials", "fits", "report")
 
 
 @dataclass

@@ -43,3 +43,14 @@ def test_baselines_run_beside_the_trials_are_shown_but_not_added_to_the_total():
         "time: install 3.4 min, start-up 0.1 min, baselines 3.9 min beside the trials, trials 9.0 min, "
         "fits 0.6 min; total 13.1 min"
     )
+
+
+def test_laws_fitted_while_the_baselines_end_are_shown_beside_them_and_the_report_after():
+    clock = PhaseClock()
+    clock.record_beside("baselines", 300.0, beside="trials")
+    clock.record_beside("fits", 30.0, beside="baselines")
+    seconds = {"start-up": 6.0, "defaults": 60.0, "trials": 660.0, **clock.seconds, "report": 12.0}
+    assert phase_line(seconds, 54.0, clock.beside) == (
+        "time: install 0.9 min, start-up 0.1 min, defaults 1.0 min, baselines 5.0 min beside the trials, "
+        "trials 11.0 min, fits 0.5 min beside the baselines, report 0.2 min; total 13.2 min"
+    )
