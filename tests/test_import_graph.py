@@ -34,6 +34,7 @@ RAY_MODULES = {
     "sweeps.study.early_stop",
     "sweeps.study.progress",  # a Ray Tune callback
     "sweeps.study.beside_trials",  # a Ray Tune callback
+    "sweeps.study.fits_beside",  # the laws in a Ray task while the baselines end
 }
 # tracking.py owns runs; its two neighbours add system metrics and the dataset input to them.
 MLFLOW_MODULES = {"pipeline.tracking.runs", "pipeline.tracking.system_metrics", "pipeline.tracking.dataset"}

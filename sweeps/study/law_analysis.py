@@ -126,13 +126,11 @@ def log_study_analysis(
     """Fit the laws (only along axes the study's grid varies), then log parameters with intervals,
     the fit table, figures and the report (`laws/report.md`, its figures beside it in `laws/`).
 
-    `table`: the trial table to fit, by default the study's own (`study.trial_table`). A metric
-    that is NaN or inf is not logged; a tag `<metric>.not_logged` says why. The Q(R) trend check
-    goes to `q_trend_detectable` (1 or 0) with its verdict in the `audioscale.q_trend` tag; the
-    early-stop replay to `early_stop_replay.*`; the summary to the run's description. The study's
-    external points (sweeps.record.external_point) are drawn on the Q(R) figure and named in the
-    summary and report, never fitted. `fits`: the laws already fitted on `table` (the driver fits them
-    while its baselines end: sweeps.study.fits_beside), else fitted here.
+    `table`: the trial table to fit, by default the study's own; `fits`: its laws when already fitted
+    (sweeps.study.fits_beside). A metric that is NaN or inf is not logged; a tag `<metric>.not_logged`
+    says why. The Q(R) trend check goes to `q_trend_detectable` (1 or 0) with its verdict in the
+    `audioscale.q_trend` tag; the early-stop replay to `early_stop_replay.*`; the summary to the run's
+    description. External points (sweeps.record.external_point) are drawn and named, never fitted.
     """
     run, info, external = study.run, study_info(study.settings), study.external_table
     table = study.trial_table if table is None else table
