@@ -25,7 +25,6 @@ import pandas as pd
 import ray
 from ray import tune
 
-from pipeline.defaults import build_default_corpus, tasks_built_beside
 from pipeline.session.ray_session import connect_ray
 from pipeline.storage import paths
 from pipeline.tracking import runs as tracking
@@ -43,11 +42,11 @@ from sweeps.study.context import StudyContext
 from sweeps.study.early_stop import EarlyStopSummary, RankMeEarlyStopScheduler, summarize_study_table
 from sweeps.study.fits_beside import LawsFittedAhead, fit_laws_while_baselines_finish
 from sweeps.study.grids import TrialSpec, expand_grids
+from sweeps.study.inputs import prepare_study_inputs
 from sweeps.study.law_analysis import log_study_analysis, study_comparisons
 from sweeps.study.phase_times import PhaseClock
 from sweeps.study.preflight import check_study_inputs
 from sweeps.study.progress import StudyProgress, progress_writer
-from sweeps.study.trainable import existing_shard_sets, prepare_study_shards
 
 __all__ = ["REAL_TRIAL_RUNNER", "StudyConfig", "StudyOutcome", "run_study", "study_trainable"]
 
@@ -263,21 +262,7 @@ def _run_trials(
     try:
         if config.prepare_shards:
             clock.begin("defaults")
-            say("checking the corpus, tasks and shards the trials need (built once, then reused)")
-            # --shards without --corpus: shard sets already there (prepped into a bucket) are used as they are.
-            present = (
-                existing_shard_sets(trials, context.shards_root)
-                if config.shards_root is not None and config.corpus_dir is None
-                else None
-            )
-            # The embedded defaults the user did not replace: the tasks in a child process meanwhile.
-            with tasks_built_beside(paths.default_tasks_dir() if config.tasks_dir is None else None):
-                if config.corpus_dir is None and present is None:
-                    build_default_corpus()
-                if present is None:
-                    prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)
-                else:
-                    say(f"using the {len(present)} shard set(s) already under --shards as they are (no --corpus given)")
+            prepare_study_inputs(config, trials, context, say)
             if config.resolved_baselines:  # on the shards' normalisation: after they exist
                 setup = study_baseline_setup(trials[0], context, kinds=config.resolved_baselines,
                                              control_steps=config.resolved_control_steps)  # fmt: skip
