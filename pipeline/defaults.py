@@ -105,14 +105,17 @@ def build_default_corpus(seed: int = 0) -> None:
 
 
 @contextmanager
-def tasks_built_beside(tasks_dir: str | Path | None, *, seed: int = 0, tiny: bool = False) -> Iterator[None]:
+def tasks_built_beside(
+    tasks_dir: str | Path | None, *, seed: int = 0, tiny: bool = False, corpus_meanwhile: bool = False
+) -> Iterator[None]:
     """Builds the labeled tasks into `tasks_dir` (None: nothing to build; a finished build is kept) in a
     child process while the `with` body runs, and waits for them at its end; a failed build raises there.
 
     The tasks need nothing the corpus or its shards make, and each build runs one step at a time on
     one core, so on 2 cores the corpus and its shards (~42 s) are built while the tasks (~56 s) are
-    (docs/performance.md). Both builds' Debian packages are checked (installed, as root) first, so two
-    apt-gets never race for dpkg's lock. The child is this package's own command
+    (docs/performance.md). With `corpus_meanwhile` (the body builds the default corpus) both builds'
+    Debian packages are checked (installed, as root) here first, so two apt-gets never race for
+    dpkg's lock; without it, only the tasks'. The child is this package's own command
     (`python -m pipeline.corpus tasks`), which writes what `build_tasks` writes in this process; its
     lines ("[tasks] ...") interleave with the body's. If the body raises, the child is stopped: a
     half-built tasks folder carries no completion marker, so the next run rebuilds it.
@@ -123,7 +126,9 @@ def tasks_built_beside(tasks_dir: str | Path | None, *, seed: int = 0, tiny: boo
     ):
         yield
         return
-    debian.ensure_packages(sorted(set(packages_for_tasks()) | set(packages_for_pretraining())))
+    debian.ensure_packages(
+        sorted(set(packages_for_tasks()) | set(packages_for_pretraining() if corpus_meanwhile else ()))
+    )
     command = [sys.executable, "-m", "pipeline.corpus", "tasks", "--output", str(tasks_dir), "--seed", str(seed),
                "--no-baseline", *(["--tiny"] if tiny else [])]  # fmt: skip
     child = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # its lines as they come

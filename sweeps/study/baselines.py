@@ -32,7 +32,7 @@ from pipeline.shards.format import read_manifest
 from pipeline.storage.paths import audioscale_home
 from pipeline.tracking import runs as tracking
 from sweeps.record.baseline import BaselineRecord
-from sweeps.record.keys import STUDY_EXPERIMENT
+from sweeps.record.keys import BASELINE_TAG, STUDY_EXPERIMENT
 from sweeps.study.context import StudyContext
 from sweeps.study.grids import TrialSpec
 from sweeps.study.trainable import study_shards_dir, trial_pretrain_config
@@ -77,16 +77,22 @@ def log_study_baselines(
         # The run is written after the measurement: it starts when the measurement did and lasts as
         # long (a reused score keeps its measurement's time), so the UI's Duration is the baseline's.
         seconds = score.seconds if math.isfinite(score.seconds) else 0.0
-        run = tracking.start_or_resume_run(
-            tracking_uri=context.tracking_uri, experiment_name=STUDY_EXPERIMENT,
-            run_name=record.run_name(context.study_name), parent_run_id=context.parent_run_id,
-            start_time_ms=int(1000 * (time.time() - seconds)),
-        )  # fmt: skip
+        run = start_baseline_run(record, context, seconds)
         record.write(run, score.q_replicates)
         run.finish_after(seconds)
         say(f"baseline {score.name}: Q {score.q:.4f} ({score.description}; {score.seconds:.0f} s)")
         records.append(record)
     return records
+
+
+def start_baseline_run(record: BaselineRecord, context: StudyContext, seconds: float) -> tracking.TrackedRun:
+    """The baseline's child run, tagged a baseline from its creation: a reader of the study (the laws
+    fitted while the baselines end: sweeps.study.fits_beside) never takes it for a trial."""
+    return tracking.start_or_resume_run(
+        tracking_uri=context.tracking_uri, experiment_name=STUDY_EXPERIMENT,
+        run_name=record.run_name(context.study_name), parent_run_id=context.parent_run_id,
+        start_time_ms=int(1000 * (time.time() - seconds)), tags={BASELINE_TAG: record.name},
+    )  # fmt: skip
 
 
 class BaselinesInProgress:

@@ -153,7 +153,9 @@ def run_study(config: StudyConfig) -> StudyOutcome:
         failed, ahead = _run_trials(config, remaining, context, say, clock) if remaining else ([], None)
     clock.begin("fits" if ahead is None else "report")
     study = read_study(context.tracking_uri, context.study_name, run_id=parent.run_id)  # read once for the analysis
-    table = study.trial_table if ahead is None else ahead.table  # the same trials: the baselines are other runs
+    table = study.trial_table
+    if ahead is not None and not table.equals(ahead.table):  # cannot happen unless a trial run changed meanwhile
+        ahead = None
     early_stop = _summarize_early_stop(config, parent, table, trials)
     if ahead is None:
         say(f"fitting the laws on {len(table)} trial(s) ({config.n_bootstrap} bootstrap resamples each)")

@@ -36,8 +36,11 @@ def fit_laws_while_baselines_finish(
     baselines: BaselinesInProgress, context: StudyContext, *, n_bootstrap: int, say
 ) -> LawsFittedAhead | None:
     """The laws fitted on the finished trials in a Ray task (one CPU) while the baselines are measured;
-    None when the baselines have already finished (the driver then fits them itself, as without any)."""
-    if baselines.finished:
+    None when the baselines have already finished, no CPU is free or the task failed: the driver then
+    fits them itself after the baselines, as without any (an error in the fit itself raises there)."""
+    baselines.start()  # started with the last trial; if not (a restored driver), now, before the fits
+    # A cluster with no CPU free now (a busy one, a head node that runs nothing) would hold the task back.
+    if baselines.finished or ray.available_resources().get("CPU", 0.0) < 1:
         return None
     study = read_study(context.tracking_uri, context.study_name, run_id=context.parent_run_id)
     table = study.trial_table
@@ -45,4 +48,9 @@ def fit_laws_while_baselines_finish(
     grid = study_info(study.settings).grid or None
     started = time.monotonic()
     fitting = ray.remote(num_cpus=1, max_retries=0)(fit_study_laws).remote(table, n_bootstrap=n_bootstrap, grid=grid)
-    return LawsFittedAhead(table=table, fits=ray.get(fitting), seconds=time.monotonic() - started)
+    try:
+        fits = ray.get(fitting)
+    except Exception as error:  # the task's process lost (memory, a node): the driver fits them after the baselines
+        say(f"fitting the laws beside the baselines failed ({type(error).__name__}); fitting them after them")
+        return None
+    return LawsFittedAhead(table=table, fits=fits, seconds=time.monotonic() - started)

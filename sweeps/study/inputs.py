@@ -25,8 +25,11 @@ def prepare_study_inputs(
         if config.shards_root is not None and config.corpus_dir is None
         else None
     )
-    with tasks_built_beside(paths.default_tasks_dir() if config.tasks_dir is None else None):
-        if config.corpus_dir is None and present is None:
+    build_corpus = config.corpus_dir is None and present is None
+    with tasks_built_beside(
+        paths.default_tasks_dir() if config.tasks_dir is None else None, corpus_meanwhile=build_corpus
+    ):
+        if build_corpus:
             build_default_corpus()
         if present is None:
             prepare_study_shards(trials, corpus_dir=context.corpus_dir, shards_root=context.shards_root)

@@ -134,7 +134,7 @@ def log_study_analysis(
     """
     run, info, external = study.run, study_info(study.settings), study.external_table
     table = study.trial_table if table is None else table
-    fits = fits or fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
+    fits = fits if fits is not None else fit_study_laws(table, n_bootstrap=n_bootstrap, grid=info.grid or None)
     comparisons = comparisons or study_comparisons(study)
     metrics, tags = _metrics_and_tags(
         run, table, fits, info, keep_fraction=keep_fraction, check_fraction=check_fraction, external=external,

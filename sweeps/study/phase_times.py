@@ -4,9 +4,11 @@ AUDIOSCALE_INSTALL_SECONDS).
 
 Phases in the order a study runs them: start-up (inputs checked, the study run opened, Ray
 started), defaults (the embedded corpus, tasks and shards, built once), baselines, trials, fits (the
-laws, figures and report). A phase that did not run this time is left out. The baselines run
-beside the trials (sweeps.study.baselines): their minutes are printed with what they ran beside and
-are not added to the total, which is the wall time.
+laws, figures and report), report. A phase that did not run this time is left out. The baselines
+run beside the trials (sweeps.study.baselines): their minutes are printed with what they ran beside
+and are not added to the total, which is the wall time. When the laws are fitted while the
+baselines end (sweeps.study.fits_beside), "fits" is printed beside the baselines and the figures
+and report written after them are "report".
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from pipeline.corpus.sources import build_marker
@@ -39,8 +42,20 @@ def test_a_build_that_fails_raises_after_the_body_naming_the_folder(tmp_path):
     assert body_ran == [True]
 
 
+def _tree(root: Path) -> dict[str, int]:
+    return {str(path): path.stat().st_mtime_ns for path in root.rglob("*")} if root.exists() else {}
+
+
 def test_a_body_that_raises_stops_the_build_and_leaves_no_finished_tasks(tmp_path):
+    tasks_dir = tmp_path / "tasks"
     with pytest.raises(ValueError, match="prep failed"):
-        with tasks_built_beside(tmp_path / "tasks", tiny=True):
+        with tasks_built_beside(tasks_dir, tiny=True):
+            deadline = time.monotonic() + 60
+            while len(_tree(tasks_dir)) < 3 and time.monotonic() < deadline:  # the child has begun writing
+                time.sleep(0.05)
+            assert len(_tree(tasks_dir)) >= 3
             raise ValueError("prep failed")
-    assert not _built(tmp_path / "tasks")  # a rerun rebuilds them
+    stopped = _tree(tasks_dir)
+    time.sleep(3.0)  # a live build writes a tiny task's clips every fraction of a second
+    assert _tree(tasks_dir) == stopped  # stopped, not left building
+    assert not _built(tasks_dir)  # a rerun rebuilds them

@@ -8,10 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pipeline.evaluate.baselines import CONTROL
 from sweeps.laws.forms import SaturatingLaw
+from sweeps.record.baseline import BaselineRecord
 from sweeps.record.study import StudySettings, read_study
 from sweeps.record.trial import TrialRecord
 from sweeps.report.study_fits import fit_study_laws
+from sweeps.study.baselines import start_baseline_run
 from sweeps.study.context import StudyContext
 from sweeps.study.fits_beside import fit_laws_while_baselines_finish
 from sweeps.study.law_analysis import log_study_analysis
@@ -45,15 +48,18 @@ def study(tmp_path_factory) -> StudyContext:
                         storage_path=str(root / "ray"), corpus_dir="", shards_root="", tasks_dir="")  # fmt: skip
 
 
+def _measuring(*, finished: bool = False) -> SimpleNamespace:
+    """The face of sweeps.study.baselines.BaselinesInProgress this module reads: started, not yet ended."""
+    return SimpleNamespace(finished=finished, start=lambda: None)
+
+
 def _as_json(fits) -> str:
     return json.dumps({name: fit.to_dict() for name, fit in fits.fits.items()}, sort_keys=True, default=str)
 
 
 def test_the_laws_fitted_in_a_ray_task_are_the_drivers_and_make_the_same_report(ray_local, study):
     said = []
-    ahead = fit_laws_while_baselines_finish(
-        SimpleNamespace(finished=False), study, n_bootstrap=N_BOOTSTRAP, say=said.append
-    )
+    ahead = fit_laws_while_baselines_finish(_measuring(), study, n_bootstrap=N_BOOTSTRAP, say=said.append)
     assert ahead is not None and ahead.seconds > 0
     assert said == ["fitting the laws on 5 trial(s) (30 bootstrap resamples each) while the baselines end"]
     record = read_study(study.tracking_uri, "masks", run_id=study.parent_run_id)
@@ -67,5 +73,30 @@ def test_the_laws_fitted_in_a_ray_task_are_the_drivers_and_make_the_same_report(
     assert report_ahead == report_here
 
 
-def test_nothing_is_fitted_ahead_once_the_baselines_have_ended(study):
-    assert fit_laws_while_baselines_finish(SimpleNamespace(finished=True), study, n_bootstrap=1, say=print) is None
+def test_a_baseline_run_is_never_read_as_a_trial_even_before_its_record_is_written(study):
+    before = read_study(study.tracking_uri, "masks", run_id=study.parent_run_id).trial_table
+    record = BaselineRecord(name=CONTROL, q=0.61)
+    run = start_baseline_run(record, study, seconds=12.0)  # the measurement ended; its metrics not yet written
+    try:
+        assert read_study(study.tracking_uri, "masks", run_id=study.parent_run_id).trial_table.equals(before)
+    finally:
+        record.write(run)
+        run.finish_after(12.0)
+
+
+def test_nothing_is_fitted_ahead_once_the_baselines_have_ended_or_when_no_cpu_is_free(ray_local, study):
+    assert fit_laws_while_baselines_finish(_measuring(finished=True), study, n_bootstrap=1, say=print) is None
+
+    @ray_local.remote(num_cpus=2)
+    class HoldsEveryCpu:
+        def ready(self) -> bool:
+            return True
+
+    holder = HoldsEveryCpu.remote()
+    ray_local.get(holder.ready.remote())
+    try:
+        said = []
+        assert fit_laws_while_baselines_finish(_measuring(), study, n_bootstrap=1, say=said.append) is None
+        assert said == []  # nothing was started that would wait for a CPU
+    finally:
+        ray_local.kill(holder)
