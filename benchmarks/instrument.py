@@ -34,6 +34,7 @@ Prints one table per readout family and the differences that decide whether Q ha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
@@ -59,6 +60,8 @@ from pipeline.evaluate.probes.seeds import fold_test_replicates  # noqa: E402
 from pipeline.evaluate.task_jobs import load_embedder  # noqa: E402
 from pipeline.rankme.effective_rank import rankme  # noqa: E402
 from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_pool  # noqa: E402
+from pipeline.storage.bucket_check import without_query  # noqa: E402
+from pipeline.storage.checkpoint_copy import local_checkpoint  # noqa: E402
 from pipeline.task_format.reader import (  # noqa: E402
     encode_targets,
     list_task_dirs,
@@ -158,10 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def measure_all(args, tasks, log) -> tuple[dict, dict]:
     """({source name: per-readout results}, naive results); sources: init:s, control:s, checkpoints."""
-    checkpoints = [Path(c) for c in args.checkpoints.split(",") if c]
+    checkpoints = [c for c in args.checkpoints.split(",") if c]  # folders or bucket URIs
     readout_stats = "calibrated" if args.calibration_shards else "recorded"
-    loaded = [load_embedder(c, "cpu", readout_stats=readout_stats, rankme_shards=args.calibration_shards)[0]
-              for c in checkpoints]  # fmt: skip
+    with contextlib.ExitStack() as copies:  # a checkpoint in a bucket is read from a local copy of it
+        loaded = [load_embedder(copies.enter_context(local_checkpoint(c)), "cpu", readout_stats=readout_stats,
+                                rankme_shards=args.calibration_shards)[0] for c in checkpoints]  # fmt: skip
     normalisation = loaded[0].normalisation if loaded else shard_normalisation(args.calibration_shards)
     sources = {}
     for seed in (int(s) for s in args.seeds.split(",")):
@@ -179,10 +183,11 @@ def measure_all(args, tasks, log) -> tuple[dict, dict]:
         sources[f"control:{seed}"] = measure_source(tasks, embedder, layers)
         log(f"control seed {seed}: loss {np.mean(losses[:7]):.3f} -> {np.mean(losses[-7:]):.3f}, "
             f"trained and measured in {time.perf_counter() - tick:.0f} s")  # fmt: skip
-    for path, embedder in zip(checkpoints, loaded):
+    for given, embedder in zip(checkpoints, loaded):
         layers = list(range(embedder.model.config.encoder_depth + 1))
-        sources[f"ckpt:{path.parent.name.split('@')[0]}/{path.name}"] = measure_source(tasks, embedder, layers)
-        log(f"checkpoint {path} measured")
+        trial, _, name = without_query(given).rstrip("/").rpartition("/")
+        sources[f"ckpt:{trial.rpartition('/')[2].split('@')[0]}/{name}"] = measure_source(tasks, embedder, layers)
+        log(f"checkpoint {without_query(given)} measured")
     return sources, naive_source(tasks)
 
 

@@ -19,11 +19,10 @@ same normalisation as training) -> crop-length chunks -> `model.embed` -> frame 
 
 from __future__ import annotations
 
-import json
+import hashlib
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,6 +34,8 @@ from pipeline.audio.frontend import (
     get_preset,
     normalize_clip,
 )
+from pipeline.shards.format import read_manifest
+from pipeline.storage.bucket_check import storage_error, without_query
 
 DEFAULT_BATCH_CHUNKS = 32
 WAVE_RECEPTIVE_FIELD_MS = 25.0  # 400 samples at 16 kHz: the waveform models' conv stack, kernels (10,3,3,3,3,2,2)
@@ -51,6 +52,10 @@ class MelNormalisation:
     per_clip: bool
     bin_mean: np.ndarray | None = None  # (n_mels,)
     bin_std: np.ndarray | None = None  # (n_mels,)
+    # Where the dataset statistics were read ("model.json", or the training shards' manifest), and for a
+    # per-clip rule standing in for statistics that could not be found, why: part of the record below.
+    stats_from: str = ""
+    substitute_for_stats: bool = False
 
     def apply(self, mel: np.ndarray) -> np.ndarray:
         if self.per_clip:
@@ -60,41 +65,62 @@ class MelNormalisation:
         constant = self.bin_std <= 1e-5
         return np.where(constant, 0.0, (mel - self.bin_mean) / np.where(constant, 1.0, self.bin_std)).astype(np.float32)
 
+    def record(self) -> dict[str, str]:
+        """What a result must say about its inputs to be comparable with another: the rule, where the
+        statistics came from and a digest of them (equal digests, equal model inputs)."""
+        if self.per_clip:
+            rule = "per-clip (substitute: no dataset statistics found)" if self.substitute_for_stats else "per-clip"
+            return {"input_normalisation": rule, "input_stats_from": "", "input_stats_sha256": ""}
+        digest = hashlib.sha256(self.bin_mean.tobytes() + self.bin_std.tobytes()).hexdigest()[:16]
+        return {"input_normalisation": "dataset", "input_stats_from": self.stats_from, "input_stats_sha256": digest}
+
 
 def normalisation_for(preset: FrontendPreset, meta: dict | None = None) -> MelNormalisation:
     """The training normalisation of a checkpoint: the preset's rule, dataset stats from `meta`.
 
     Presets without per-clip normalisation (dasheng) trained on the shards' per-bin mean/std: taken
-    from `mel_mean` / `mel_std` in model.json, else from the manifest of the training shards named
-    in its `pretrain_config`. Without either, per-clip standardisation is the closest substitute,
-    and a warning says so.
+    from `mel_mean` / `mel_std` in model.json (pretraining writes them), else from the manifest of the
+    training shards named in its `pretrain_config`, read where they are (a folder or a bucket). Without
+    either, per-clip standardisation is the closest substitute: a warning says so and `record()` names
+    it. A bucket that cannot be read is an error, never a silent substitute.
     """
     if preset.normalize_per_clip:
         return MelNormalisation(per_clip=True)
     meta = meta or {}
-    stats = meta if meta.get("mel_mean") is not None else _shard_stats(meta)
+    if meta.get("mel_mean") is not None:
+        stats = {"mel_mean": meta["mel_mean"], "mel_std": meta.get("mel_std"), "from": "model.json"}
+    else:
+        stats = _shard_stats(meta)
     if stats.get("mel_mean") is not None and stats.get("mel_std") is not None:
         mean, std = np.asarray(stats["mel_mean"], np.float32), np.asarray(stats["mel_std"], np.float32)
         if mean.shape != (preset.n_mels,) or std.shape != (preset.n_mels,):
             raise ValueError(
                 f"checkpoint mel_mean/mel_std must have {preset.n_mels} values, got {mean.shape}, {std.shape}"
             )
-        return MelNormalisation(per_clip=False, bin_mean=mean, bin_std=std)
+        return MelNormalisation(per_clip=False, bin_mean=mean, bin_std=std, stats_from=stats["from"])
     warnings.warn(
-        f"preset {preset.name!r} trains on dataset mean/std but the checkpoint has no mel_mean/mel_std; "
-        "standardising each clip instead",
+        f"preset {preset.name!r} trains on dataset mean/std but the checkpoint has no mel_mean/mel_std and its "
+        "training shards' manifest is gone; standardising each clip instead (recorded as a substitute)",
         stacklevel=2,
     )
-    return MelNormalisation(per_clip=True)
+    return MelNormalisation(per_clip=True, substitute_for_stats=True)
 
 
 def _shard_stats(meta: dict) -> dict:
+    """The per-bin statistics in the manifest of the checkpoint's training shards (a folder or a bucket
+    URI, through `pipeline.shards.format.read_manifest`); {} when no shards are named or none are there."""
     shards_dir = (meta.get("pretrain_config") or {}).get("shards_dir")
-    manifest_path = Path(shards_dir) / "manifest.json" if shards_dir else None
-    if manifest_path is None or not manifest_path.is_file():
+    if not shards_dir:
         return {}
-    manifest = json.loads(manifest_path.read_text())
-    return {"mel_mean": manifest.get("mean"), "mel_std": manifest.get("std")}
+    try:
+        manifest = read_manifest(shards_dir)
+    except FileNotFoundError:
+        return {}
+    except OSError as error:  # a bucket that does not answer: the substitute would change Q silently
+        raise storage_error(
+            str(shards_dir), error, what="the checkpoint's training shards", doing="read their manifest"
+        ) from None
+    return {"mel_mean": manifest.get("mean"), "mel_std": manifest.get("std"), "from": without_query(str(shards_dir))}
 
 
 class FrameEmbedder:

@@ -7,7 +7,8 @@ time, are done once. The key is the task split plus everything the input depends
 (`FrameEmbedder.input_key`); a changed task directory (its split file's size and mtime) is read
 again. In memory, bounded in bytes (the oldest entries go first; a split of the default tasks is
 ~15-110 MB as float32); on disk under `$AUDIOSCALE_INPUT_CACHE_DIR` when set (a study sets it to
-its home's cache folder, so its trials, each a new process, share the work).
+its home's cache folder, or a temporary one for tasks outside the home: `shared_cache_dir`, so its
+trials, each a new process, share the work).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.evaluate.embeddings import FrameEmbedder
+from pipeline.storage.paths import audioscale_home
 from pipeline.task_format.reader import TaskInfo, read_task_audio
 
 # Enough for the 7 default tasks (~0.7 GB) with room; $AUDIOSCALE_INPUT_CACHE_MB overrides (0: off).
@@ -60,6 +62,16 @@ def model_inputs(task: TaskInfo, split: str, file_names: list[str], embedder: Fr
         while sum(_size(v) for v in _CACHE.values()) > limit:
             _CACHE.popitem(last=False)
     return inputs
+
+
+def shared_cache_dir(tasks_dir: str | Path) -> Path:
+    """Where a study's trials share their task inputs on disk: the home's cache folder for the embedded
+    default tasks (kept between studies), the system's temporary folder for tasks given elsewhere, so a
+    study given every location writes nothing under `$AUDIOSCALE_HOME`."""
+    tasks = Path(tasks_dir).expanduser().absolute()
+    if tasks.is_relative_to(audioscale_home()):
+        return audioscale_home() / "cache" / "task_inputs"
+    return Path(tempfile.gettempdir()) / f"audioscale-task-inputs-{os.getuid()}"
 
 
 _UNWRITABLE: set[Path] = set()  # cache folders a write failed in (said once per process)

@@ -12,6 +12,7 @@ A model without running-statistics layers reads out the same under both.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import torch
@@ -22,6 +23,22 @@ from pipeline.rankme.readout_stats import calibrate_for_readout, calibration_poo
 
 READOUT_STATS = ("calibrated", "recorded")
 DEFAULT_READOUT_STATS = "calibrated"
+
+
+@dataclasses.dataclass(frozen=True)
+class Readout:
+    """How a checkpoint was read out: what a Q or an R must record to be compared with another."""
+
+    stats: str  # "calibrated", "recorded" or "none" (a model without running statistics)
+    calibration_pool: str = ""  # the calibration crops' fingerprint (pipeline.rankme.pool) when calibrated
+    calibration_crops: int = 0
+
+    def record(self) -> dict[str, str | int]:
+        return {
+            "readout_stats": self.stats,
+            "readout_calibration_pool": self.calibration_pool,
+            "readout_calibration_crops": self.calibration_crops,
+        }
 
 
 def check_readout_stats(readout_stats: str) -> None:
@@ -42,14 +59,14 @@ def calibrate_checkpoint(
     device: torch.device | str,
     readout_stats: str = DEFAULT_READOUT_STATS,
     rankme_shards: str | None = None,
-) -> str:
-    """Prepares a loaded checkpoint's model for readout; returns the readout it got ("calibrated",
-    "recorded", or "none" for a model without running statistics)."""
+) -> Readout:
+    """Prepares a loaded checkpoint's model for readout; returns the readout it got ("calibrated" with
+    its calibration set, "recorded", or "none" for a model without running statistics)."""
     check_readout_stats(readout_stats)
     if not has_running_stats(model):
-        return "none"
+        return Readout("none")
     if readout_stats == "recorded":
-        return "recorded"
+        return Readout("recorded")
     shards = calibration_shards_of(meta, rankme_shards)
     if shards is None:
         warnings.warn(
@@ -58,7 +75,8 @@ def calibrate_checkpoint(
             "--rankme-shards DIR (the study's pretraining shards)",
             stacklevel=2,
         )
-        return "recorded"
+        return Readout("recorded")
     crop_frames = int((meta.get("pretrain_config") or {}).get("crop_frames") or model.spec.crop_frames)
-    calibrate_for_readout(model, calibration_pool(shards, crop_frames=crop_frames), device=device)
-    return "calibrated"
+    pool = calibration_pool(shards, crop_frames=crop_frames)
+    calibrate_for_readout(model, pool, device=device)
+    return Readout("calibrated", calibration_pool=pool.fingerprint, calibration_crops=pool.n)

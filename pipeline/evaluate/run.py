@@ -47,7 +47,7 @@ from pipeline.evaluate.task_jobs import (
 from pipeline.rankme.effective_rank import rankme_with_shape, sample_fixed_n
 from pipeline.rankme.pool import MIN_SAMPLES_PER_FEATURE
 from pipeline.task_format.reader import TaskInfo, read_checked_tasks
-from pipeline.tracking.keys import INTERVAL_OVER_SEEDS, INTERVAL_OVER_TEST_CLIPS
+from pipeline.tracking.keys import INTERVAL_OVER_SEEDS, INTERVAL_OVER_TEST_CLIPS, READOUT_AND_INPUT_KEYS
 
 # The task-audio diagnostic's N (not the R of the fits): the default task set holds ~7,000 clips,
 # so 4,096 fits it with room to spare.
@@ -82,6 +82,14 @@ class EvaluationResult:
     # How running statistics were read out: "calibrated" (re-estimated on the study's calibration crops),
     # "recorded" (as saved) or "none" (the model has none): pipeline.evaluate.readout_calibration.
     readout_stats: str = "none"
+    # The calibration set behind a "calibrated" readout (pipeline.evaluate.readout_calibration.Readout).
+    readout_calibration_pool: str = ""
+    readout_calibration_crops: int = 0
+    # The model's input normalisation (pipeline.evaluate.embeddings.MelNormalisation.record): "per-clip",
+    # "dataset" (with where its statistics were read and their digest), or a per-clip substitute.
+    input_normalisation: str = ""
+    input_stats_from: str = ""
+    input_stats_sha256: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,7 +153,7 @@ def evaluate_checkpoint(
         lid_probe=asdict(lid_probe) if lid_probe is not None else None,
         seconds=seconds,
         q_replicates=quality_q_replicates([finished[task.name].test_replicates for task in tasks]),
-        readout_stats=meta["readout_stats"],
+        **{key: meta[key] for key in READOUT_AND_INPUT_KEYS},
     )
 
 
@@ -253,6 +261,17 @@ def write_results(result: EvaluationResult, output_dir: str | Path) -> tuple[Pat
     return json_path, csv_path
 
 
+def describe_reading(result: EvaluationResult) -> str:
+    """One line saying how the checkpoint was read: compare Q only between results where it agrees."""
+    readout = result.readout_stats
+    if readout == "calibrated":
+        readout += f" on {result.readout_calibration_crops} crops (pool {result.readout_calibration_pool})"
+    inputs = result.input_normalisation or "?"
+    if inputs == "dataset":
+        inputs = f"dataset mean/std from {result.input_stats_from} ({result.input_stats_sha256})"
+    return f"read out: running statistics {readout}; input normalisation {inputs}"
+
+
 def format_table(result: EvaluationResult) -> str:
     """A readable console table: per-task score with its 95% CI, Q and RankMe with N and K."""
     scored = (
@@ -274,5 +293,7 @@ def format_table(result: EvaluationResult) -> str:
         f"RankMe {result.rankme:.2f} (N={result.rankme_n}, K={result.rankme_k}, pool {result.rankme_pool}{capped})"
     )
     lines.append(f"task-audio RankMe {result.task_rankme:.2f} (N={result.task_rankme_n}, diagnostic)")
+    if not result.hear_module:
+        lines.append(describe_reading(result))
     lines.append(f"took {result.seconds.get('total', float('nan')):.1f} s")
     return "\n".join(lines)

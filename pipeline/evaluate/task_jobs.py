@@ -72,13 +72,16 @@ def load_embedder(
     rankme_shards: str | None = None,
 ) -> tuple[FrameEmbedder, dict]:
     """The checkpoint's frozen model, ready to read out (its running statistics re-estimated unless
-    `readout_stats` is "recorded"), and its model.json with `readout_stats` set to the readout it got."""
+    `readout_stats` is "recorded"), and its model.json with the readout it got and its input normalisation
+    added (`Readout.record`, `MelNormalisation.record`)."""
     model, meta = load_model_from_checkpoint(checkpoint_dir, device=device)
     if rankme_shards:  # before the readout calibrates on them and the pool is measured on them
         check_rankme_shards_fit(rankme_shards, model.spec)
     readout = calibrate_checkpoint(model, meta, device=device, readout_stats=readout_stats, rankme_shards=rankme_shards)
     normalisation = normalisation_for(get_preset(model.spec.frontend_preset), meta)
-    return FrameEmbedder(model, normalisation=normalisation, device=device), {**meta, "readout_stats": readout}
+    # What the scores must record to be compared: the readout and the input normalisation it got.
+    meta = {**meta, **readout.record(), **normalisation.record()}
+    return FrameEmbedder(model, normalisation=normalisation, device=device), meta
 
 
 def evaluate_task(task: TaskInfo, embedder: FrameEmbedder, job: TaskJob) -> TaskEvaluation:

@@ -31,6 +31,7 @@ from pipeline.tracking.keys import (
     RANKME_METRIC,
     RANKME_N_KEY,
     RANKME_POOL_KEY,
+    READOUT_AND_INPUT_KEYS,
     TASK_RANKME_METRIC,
 )
 from pipeline.tracking.runs import (
@@ -142,7 +143,8 @@ def log_evaluation(
             "tasks": sorted(result.task_scores),
             "tasks_dir": tasks_dir or "",
             "seeds": result.seeds,
-            "readout_stats": result.readout_stats,
+            # How the checkpoint was read: its readout (and calibration set) and its input normalisation.
+            **{key: getattr(result, key) for key in READOUT_AND_INPUT_KEYS},
             RANKME_N_KEY: result.rankme_n,
             RANKME_K_KEY: result.rankme_k,
             RANKME_POOL_KEY: result.rankme_pool,

@@ -19,7 +19,7 @@ from torch import nn
 
 from pipeline.audio.frontend import get_preset
 from pipeline.evaluate.embeddings import FrameEmbedder, normalisation_for
-from pipeline.evaluate.readout_calibration import calibrate_checkpoint
+from pipeline.evaluate.readout_calibration import Readout, calibrate_checkpoint
 
 SAMPLE_RATE_HZ = 16_000
 
@@ -56,8 +56,8 @@ def load_model(model_file_path: str = "") -> HearModel:
     except (OSError, ValueError) as error:  # a checkpoint shipped without its shards still loads
         warnings.warn(f"{model_file_path}: running statistics kept as saved, the shards are unreadable ({error})",
                       stacklevel=2)  # fmt: skip
-        readout = "recorded"
-    return HearModel(model, {**meta, "readout_stats": readout})
+        readout = Readout("recorded")
+    return HearModel(model, {**meta, **readout.record()})
 
 
 def _waves(audio: torch.Tensor, model: HearModel) -> list:

@@ -43,16 +43,33 @@ def check_shards_match_model(shards_dir: str, manifest: dict[str, Any], model_sp
         )
 
 
-def give_model_its_input_standardisation(model: torch.nn.Module, shards_dir: str) -> bool:
+def input_statistics_meta(shards_dir: str) -> dict[str, Any]:
+    """The per-bin mean and std the crops of `shards_dir` are standardised with, as checkpoint metadata
+    (`mel_mean`, `mel_std`, the manifest's values): a checkpoint then reads out with its training
+    normalisation wherever it is evaluated, without reaching back to the shards
+    (pipeline.evaluate.embeddings.normalisation_for). Empty for presets standardised per clip."""
+    manifest = read_manifest(shards_dir)
+    if crop_policy(manifest, crop_frames=1, seed=0).bin_mean is None:
+        return {}
+    return {"mel_mean": list(manifest["mean"]), "mel_std": list(manifest["std"])}
+
+
+def give_model_its_input_standardisation(
+    model: torch.nn.Module, shards_dir: str, statistics: dict[str, Any] | None = None
+) -> bool:
     """Tell a model that regresses raw dB (the study MAE's Dasheng target) how its crops were
     standardised: the shard set's per-bin mean and std, as the crop policy applies them. True when
-    the model took them; presets standardised per clip have no fixed map to undo."""
+    the model took them; presets standardised per clip have no fixed map to undo. `statistics`:
+    `input_statistics_meta(shards_dir)` when the caller has it (one manifest read, not two)."""
     if not hasattr(model, "set_input_standardisation"):
         return False
-    policy = crop_policy(read_manifest(shards_dir), crop_frames=1, seed=0)
-    if policy.bin_mean is None:
+    statistics = input_statistics_meta(shards_dir) if statistics is None else statistics
+    if not statistics:
         return False
-    model.set_input_standardisation(torch.from_numpy(policy.bin_mean), torch.from_numpy(policy.bin_std))
+    # As the crop policy applies them (pipeline.shards.crops.crop_policy): float32, std floored at 1e-5.
+    mean = torch.tensor(statistics["mel_mean"], dtype=torch.float32)
+    std = torch.clamp(torch.tensor(statistics["mel_std"], dtype=torch.float32), min=1e-5)
+    model.set_input_standardisation(mean, std)
     return True
 
 

@@ -28,7 +28,7 @@ from pipeline.checkpoint import (
     save_train_state,
 )
 from pipeline.pretrain.config import PretrainConfig
-from pipeline.pretrain.data import give_model_its_input_standardisation
+from pipeline.pretrain.data import give_model_its_input_standardisation, input_statistics_meta
 from pipeline.pretrain.optim import build_optimizer, build_scheduler, optimizer_choice
 from pipeline.pretrain.step import forward_backward, freeze_parameters_without_gradients, reduce_step_outcome, seed_step
 
@@ -46,6 +46,9 @@ class TrainingState:
     frozen_parameter_names: list[str]
     optimizer_used: str  # "adamw8bit" or "adamw"
     optimizer_note: str  # why it is not the one asked for; empty when it is
+    # The crops' per-bin mean/std (`mel_mean`, `mel_std`), written into every checkpoint's model.json; empty
+    # for presets standardised per clip or a run without shards.
+    input_statistics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +71,11 @@ def build_training_state(
     # Same seed on every rank, so the initial weights agree before DDP broadcasts them.
     torch.manual_seed(config.training.seed)
     model = models.build_model(config.model.model_name, **config.model_build_overrides())
+    input_statistics = {}
     if config.data.shards_dir:
-        give_model_its_input_standardisation(model, config.data.shards_dir)  # the raw-dB target of the study MAE
+        input_statistics = input_statistics_meta(config.data.shards_dir)
+        # The raw-dB target of the study MAE.
+        give_model_its_input_standardisation(model, config.data.shards_dir, input_statistics)
     model = model.to(device)
     crop_frames = config.model.crop_frames or model.spec.crop_frames
     frozen_names = freeze_parameters_without_gradients(model, crop_frames=crop_frames, device=device)
@@ -96,7 +102,7 @@ def build_training_state(
     return TrainingState(
         model=model, train_model=model, optimizer=optimizer, scheduler=scheduler, start_step=start_step,
         saved_data_position=saved_data_position, frozen_parameter_names=frozen_names,
-        optimizer_used=optimizer_used, optimizer_note=optimizer_note,
+        optimizer_used=optimizer_used, optimizer_note=optimizer_note, input_statistics=input_statistics,
     )  # fmt: skip
 
 
@@ -175,7 +181,12 @@ def save_training_state(
         step=step,
         shard_fingerprint=config.data.shard_fingerprint or "",
         # extra_meta: e.g. the R measured at this step (RankMeSchedule.checkpoint_meta).
-        extra={"run_name": config.tracking.run_name, "pretrain_config": config.to_dict(), **(extra_meta or {})},
+        extra={
+            "run_name": config.tracking.run_name,
+            "pretrain_config": config.to_dict(),
+            **state.input_statistics,
+            **(extra_meta or {}),
+        },
     )
     save_train_state(
         directory,

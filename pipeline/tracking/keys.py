@@ -25,6 +25,19 @@ RANKME_CAPPED_KEY = "rankme_capped"  # N < 8 K: limited by N
 EVAL_RANKME_POOL_TAG = "eval_rankme_pool"
 EVAL_RANKME_CAPPED_TAG = "eval_rankme_capped"
 
+# How a checkpoint was read when its Q was measured: the readout of its running statistics
+# (pipeline.evaluate.readout_calibration.Readout) and its input normalisation
+# (pipeline.evaluate.embeddings.MelNormalisation.record). Fields of an evaluation result, params of
+# its run and of a study trial's: a Q compares only with one read the same way.
+READOUT_AND_INPUT_KEYS = (
+    "readout_stats",
+    "readout_calibration_pool",
+    "readout_calibration_crops",
+    "input_normalisation",
+    "input_stats_from",
+    "input_stats_sha256",
+)
+
 # Pretraining's params that re-derive its RankMe pool (pipeline.pretrain.data.rankme_pool).
 SHARDS_DIR_PARAM = "shards_dir"
 RANKME_SHARDS_DIR_PARAM = "rankme_shards_dir"

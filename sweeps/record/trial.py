@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.tracking import runs as tracking
+from pipeline.tracking.keys import READOUT_AND_INPUT_KEYS
 from sweeps.record import keys
 from sweeps.record.checkpoint_point import (
     CheckpointPoint,
@@ -66,6 +67,9 @@ class TrialRecord:
     # Q per paired test-clip resample at each evaluated step (sweeps.record.replicates): written as an
     # artifact, read back on demand by the report (read_q_replicates), not by `from_run`.
     q_replicates: dict[int, tuple[float, ...]] = field(default_factory=dict, compare=False)
+    # How its checkpoints were read (pipeline.evaluate.run.READOUT_AND_INPUT_KEYS: the readout and its
+    # calibration set, the input normalisation and its statistics): a Q compares only with one read alike.
+    reading: dict[str, Any] = field(default_factory=dict)
 
     def write(self, run: tracking.TrackedRun, *, study_run: tracking.TrackedRun | None = None) -> None:
         """Write the finished trial into its child run (its last checkpoint is the trial's own result)
@@ -106,6 +110,7 @@ class TrialRecord:
             **({keys.PROBE_SEEDS_PARAM: self.probe_seeds} if self.probe_seeds > 0 else {}),
             **({keys.Q_INTERVAL_OVER_PARAM: self.q_interval_over} if self.q_interval_over else {}),
             **({"scale": self.scale} if self.scale else {}),
+            **self.reading,
         }  # fmt: skip
 
     @classmethod
@@ -129,7 +134,13 @@ class TrialRecord:
             coordinates={key.removeprefix(keys.GRID_PARAM_PREFIX): _coordinate(value) for key, value in params.items()
                          if key.startswith(keys.GRID_PARAM_PREFIX)},
             checkpoint_points=points, scale=params.get("scale"),
+            reading={key: _reading_value(params[key]) for key in READOUT_AND_INPUT_KEYS if key in params},
         )  # fmt: skip
+
+
+def _reading_value(text: str) -> str | int:
+    """MLflow keeps params as text: the calibration set's size back as the number it was."""
+    return int(text) if text.isdigit() else text
 
 
 def mark_trial_failed(run: tracking.TrackedRun, error: str, *, attempt_id: str = "") -> None:

@@ -20,14 +20,16 @@ import torch
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from pipeline.defaults import ensure_shards
+from pipeline.evaluate.input_cache import shared_cache_dir
 from pipeline.evaluate.probes.scene import scene_probe
 from pipeline.evaluate.run import evaluate_checkpoint
 from pipeline.evaluate.scores import quality_q_interval, quality_q_test_interval
 from pipeline.pretrain.driver import PretrainConfig, PretrainResult, run_pretraining
 from pipeline.shards.format import read_manifest
 from pipeline.storage.checkpoint_copy import local_checkpoint
-from pipeline.storage.paths import audioscale_home, shards_dir_for
+from pipeline.storage.paths import shards_dir_for
 from pipeline.task_format.reader import read_checked_tasks
+from pipeline.tracking.keys import READOUT_AND_INPUT_KEYS
 from pipeline.tracking.runs import TrackedRun
 from sweeps.protocol.early_stop_rule import checkpoint_every_steps_for
 from sweeps.protocol.recipe import evaluation_steps_for, trial_overrides
@@ -165,6 +167,7 @@ def run_pretrain_and_evaluate(spec: TrialSpec, context: StudyContext, run: Track
         },
         pool=_measured_pool(config, shards_dir, model.spec.crop_frames, evaluation),
         q_replicates={point.step: point.q_replicates for point in evaluations},
+        reading={key: getattr(evaluation, key) for key in READOUT_AND_INPUT_KEYS},
     )
 
 
@@ -191,7 +194,7 @@ def evaluate_trial_checkpoints(pretrained: PretrainResult, context: StudyContext
     them all, so each task clip is decoded and turned into log-mel once (pipeline.evaluate.input_cache)."""
     on_gpu = context.gpus_per_trial > 0
     # Every trial of the study reads the same task clips: their model inputs are kept on this node's disk.
-    os.environ.setdefault("AUDIOSCALE_INPUT_CACHE_DIR", str(audioscale_home() / "cache" / "task_inputs"))
+    os.environ.setdefault("AUDIOSCALE_INPUT_CACHE_DIR", str(shared_cache_dir(context.tasks_dir)))
     if not on_gpu:  # the trial's share of the cores, in this one process (Ray gives it one thread)
         torch.set_num_threads(max(1, context.cores_per_trial))
     paths = [path for step, path in pretrained.checkpoints if step in wanted and path != pretrained.checkpoint_dir]

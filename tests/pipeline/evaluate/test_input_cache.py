@@ -101,3 +101,12 @@ def test_an_unwritable_disk_cache_is_said_once_and_the_scores_go_on(task, monkey
     input_cache.clear()
     for split, embedded in embed_task(task, embedder).splits.items():
         assert torch.equal(cached.splits[split].features, embedded.features)
+
+
+def test_a_study_given_its_own_tasks_caches_nothing_under_the_home(tmp_path):
+    """Before, a study's trials cached task inputs under `$AUDIOSCALE_HOME/cache` even when every location
+    flag named another place; the default tasks (in the home) still share the home's cache between studies."""
+    home = input_cache.audioscale_home()
+    assert input_cache.shared_cache_dir(home / "tasks") == home / "cache" / "task_inputs"
+    elsewhere = input_cache.shared_cache_dir(tmp_path / "my_tasks")
+    assert not elsewhere.is_relative_to(home)

@@ -47,6 +47,8 @@ def _trial(name: str, ratio: float, *, pool: RankMePoolRecord | None = POOL) -> 
         q_interval_over="probe seeds", configuration=name, rankme_n=600, rankme_pool=POOL.fingerprint,
         rankme_capped=True, task_rankme=12.5, probe_seeds=3, coordinates={"mask_ratio": ratio, "size": "w32d2"},
         checkpoint_points=points, scale="base", pool=pool,
+        reading={"readout_stats": "calibrated", "readout_calibration_pool": "9f00aa11", "readout_calibration_crops": 1024,
+                 "input_normalisation": "dataset", "input_stats_from": "s3://bucket/shards", "input_stats_sha256": "ab12"},
     )  # fmt: skip
 
 
