@@ -1,88 +1,93 @@
-"""Listing prep inputs: a directory walk or a CSV/JSONL manifest, and seeded nested subsets.
+"""Listing prep inputs, and seeded nested subsets of them.
 
-Every input is an `InputFile` whose `source` is the name it keeps in the shards (the path relative
-to the input directory, or the path exactly as the manifest wrote it). Inputs that cannot even be
-listed as files (missing, broken link, duplicate manifest line) are still returned, with a
-`problem`, so the prep stage can put them in rejected.jsonl instead of dropping them.
+`--input` is a folder (walked recursively), a bucket prefix (`s3://BUCKET/PATH?...`, listed
+recursively), a CSV/JSONL manifest on disk or in a bucket (`pipeline.audio.input_manifest`), or a
+WebDataset `.tar` shard; a `.tar` met in a folder, a prefix or a manifest stands for each audio member
+of it (`pipeline.audio.tar_shards`). Every input is an `InputFile` (`pipeline.audio.input_file`) whose
+`source` is the name it keeps in the shards: the path below the input folder or prefix, the path
+exactly as a manifest wrote it, or `SHARD/MEMBER` for a tar member. Inputs that cannot even be listed
+(missing, a broken link, a duplicate manifest line, a damaged shard) are still returned, with a
+`problem`, so prep puts them in rejected.jsonl instead of dropping them.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import hashlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import soundfile
 
-# What a directory walk picks up; every other file is counted as skipped in the summary.
-AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff", ".au", ".w64", ".opus"})
-MANIFEST_EXTENSIONS = frozenset({".csv", ".jsonl"})
-DUPLICATE_KIND = "duplicate entry"  # the problem_kind of a second name for an input already listed
-UNREADABLE_FOLDER_KIND = "unreadable folder"  # the problem_kind of a folder the walk could not list
+from pipeline.audio.bucket_inputs import kind_of, list_prefix, object_uri
+from pipeline.audio.input_bytes import HEADER_BLOCK_BYTES, open_input_bytes
+from pipeline.audio.input_file import (
+    DUPLICATE_KIND,
+    MANIFEST_EXTENSIONS,
+    NOT_UTF8_KIND,
+    UNREADABLE_FOLDER_KIND,
+    InputFile,
+    InputListing,
+    InputListingError,
+    is_audio_name,
+    printable_name,
+    stat_local_input,
+    utf8_name,
+)
+from pipeline.audio.input_manifest import read_input_manifest
+from pipeline.audio.tar_shards import is_tar_shard, tar_shard_inputs
+from pipeline.storage.bucket_check import without_query
+from pipeline.storage.uri import is_uri
 
-
-class InputListingError(ValueError):
-    """The --input (or a setting about it) is unusable as given; the message says how to fix it."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class InputFile:
-    path: str  # absolute path to open
-    source: str  # name recorded in the shards and in rejected.jsonl
-    label: str | None = None
-    split: str | None = None
-    size_bytes: int = 0
-    mtime_ns: int = 0
-    problem: str | None = None  # set when the file cannot be opened at all; the input is rejected
-    problem_kind: str | None = None
-
-
-@dataclasses.dataclass(kw_only=True)
-class InputListing:
-    inputs: list[InputFile]
-    skipped_non_audio: int = 0  # directory files without an audio extension
-    skipped_symlink_loops: list[str] = dataclasses.field(default_factory=list)  # folders seen twice
+EXPECTED = "a folder or bucket prefix of audio, a manifest ending in .csv or .jsonl, or a WebDataset .tar shard"
 
 
 def list_inputs(input_path: str | Path) -> InputListing:
-    """Inputs from a directory (recursive, audio extensions) or a .csv/.jsonl manifest."""
+    """Inputs from a folder, a bucket prefix, a manifest or a tar shard; see the module docstring."""
+    if is_uri(input_path):
+        return _list_uri(str(input_path))
     input_path = Path(input_path).expanduser()
     if input_path.is_dir():
         return walk_audio_directory(input_path)
     if input_path.is_file() and input_path.suffix.lower() in MANIFEST_EXTENSIONS:
-        return InputListing(inputs=read_input_manifest(input_path))
+        return read_input_manifest(input_path)
+    if input_path.is_file() and is_tar_shard(input_path.name):
+        return tar_shard_inputs(str(input_path.absolute()), input_path.name)
     if input_path.is_file():
-        raise InputListingError(
-            f"--input {input_path}: expected a directory of audio or a manifest ending in .csv or .jsonl"
-        )
+        raise InputListingError(f"--input {input_path}: expected {EXPECTED}")
     raise InputListingError(f"--input {input_path} does not exist")
 
 
-def _stat_input(path: Path, source: str, **fields) -> InputFile:
-    try:
-        stat = path.stat()  # follows links: a broken or looping link fails here
-    except FileNotFoundError:
-        kind = "broken symlink" if path.is_symlink() else "missing file"
-        return InputFile(path=str(path), source=source, problem=f"{kind}: {path}", problem_kind=kind, **fields)
-    except OSError as error:
-        return InputFile(
-            path=str(path),
-            source=source,
-            problem=f"cannot stat ({error.strerror})",
-            problem_kind="unreadable",
-            **fields,
-        )
-    if not path.is_file():
-        return InputFile(
-            path=str(path), source=source, problem="not a regular file", problem_kind="not a file", **fields
-        )
-    return InputFile(
-        path=str(path.absolute()), source=source, size_bytes=stat.st_size, mtime_ns=stat.st_mtime_ns, **fields
+def _list_uri(uri: str) -> InputListing:
+    name = without_query(uri).rstrip("/").rpartition("/")[2]
+    kind = kind_of(uri)
+    if kind == pafs.FileType.Directory:
+        return list_bucket_prefix(uri)
+    if kind == pafs.FileType.File and Path(name).suffix.lower() in MANIFEST_EXTENSIONS:
+        return read_input_manifest(uri)
+    if kind == pafs.FileType.File and is_tar_shard(name):
+        return tar_shard_inputs(uri, name)
+    if kind == pafs.FileType.File:
+        raise InputListingError(f"--input {without_query(uri)}: expected {EXPECTED}")
+    raise InputListingError(
+        f"--input {without_query(uri)} does not exist (no object, and no objects under it as a prefix); check the path"
     )
+
+
+def list_bucket_prefix(uri: str) -> InputListing:
+    """Every audio object (and tar shard's members) under a bucket prefix, by key."""
+    listing = InputListing(inputs=[])
+    for key, info in list_prefix(uri):
+        if is_tar_shard(key):
+            listing.extend(tar_shard_inputs(object_uri(uri, key), key))
+        elif is_audio_name(key):
+            listing.inputs.append(
+                InputFile(path=object_uri(uri, key), source=key, size_bytes=info.size, mtime_ns=int(info.mtime_ns or 0))
+            )
+        else:
+            listing.skipped_non_audio += 1
+    return listing
 
 
 def walk_audio_directory(root: Path) -> InputListing:
@@ -117,7 +122,16 @@ def walk_audio_directory(root: Path) -> InputListing:
         subfolders.sort()
         for name in sorted(files):
             path = Path(folder) / name
-            if path.suffix.lower() not in AUDIO_EXTENSIONS:
+            if is_tar_shard(name):
+                source = path.relative_to(root).as_posix()
+                shard = (
+                    tar_shard_inputs(str(path), source)
+                    if utf8_name(source)
+                    else InputListing(inputs=[_not_utf8(path, source)])
+                )
+                listing.extend(shard)
+                continue
+            if not is_audio_name(name):
                 listing.skipped_non_audio += 1
                 continue
             source, same_file = path.relative_to(root).as_posix(), os.path.realpath(path)
@@ -132,26 +146,8 @@ def walk_audio_directory(root: Path) -> InputListing:
                 )
                 continue
             first_source_of[same_file] = source
-            listing.inputs.append(_stat_input(path, source) if utf8_name(str(path)) else _not_utf8(path, source))
+            listing.inputs.append(stat_local_input(path, source) if utf8_name(str(path)) else _not_utf8(path, source))
     return listing
-
-
-NOT_UTF8_KIND = "file name not UTF-8"
-
-
-def utf8_name(text: str) -> bool:
-    """False for a name the OS gave as bytes that are not UTF-8 (Python keeps them as surrogates):
-    Arrow, Parquet and JSON hold only valid UTF-8 text."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def printable_name(text: str) -> str:
-    """A name with its undecodable bytes written as \\xNN, e.g. caf\\xe9.wav: safe to print and store."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _not_utf8(path: Path, source: str) -> InputFile:
@@ -164,59 +160,19 @@ def _not_utf8(path: Path, source: str) -> InputFile:
     )
 
 
-def _manifest_records(manifest: Path) -> list[dict]:
-    if manifest.suffix.lower() == ".csv":
-        with manifest.open(newline="", encoding="utf-8") as handle:
-            return list(csv.DictReader(handle))
-    records = []
-    for line_number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise InputListingError(f"{manifest}:{line_number}: not valid JSON ({error.msg})") from None
-    return records
+def audio_info(item: InputFile):
+    """The audio header of an input (`soundfile.info`), read through the store for an object or a tar
+    member (only the header's bytes); raises what the decoder or the store raises."""
+    if item.location.is_local_file:
+        return soundfile.info(item.path)
+    with open_input_bytes(item.location, block_bytes=HEADER_BLOCK_BYTES) as stream:
+        return soundfile.info(stream)
 
 
-def read_input_manifest(manifest: Path) -> list[InputFile]:
-    """Rows with `path` (relative paths are relative to the manifest's folder), optional label/split.
-
-    A file named twice (`clip0.wav`, `./clip0.wav`, its absolute path, a link to it) is one input:
-    entries are compared by their resolved path, and every later one is a "duplicate entry"."""
-    records = _manifest_records(manifest)
-    if records and "path" not in records[0]:
-        raise InputListingError(f"{manifest}: needs a 'path' column/key; found {sorted(records[0])}")
-    inputs, first_entry_of = [], {}
-    for line_number, record in enumerate(records, start=1):
-        source = str(record.get("path") or "").strip()
-        if not source:
-            raise InputListingError(f"{manifest}: entry {line_number} has an empty 'path'")
-        fields = {key: (str(record[key]) if record.get(key) not in (None, "") else None) for key in ("label", "split")}
-        path = Path(source).expanduser()
-        path = path if path.is_absolute() else manifest.parent / path
-        same_file = os.path.realpath(path)
-        if same_file in first_entry_of:
-            first_line, first_source = first_entry_of[same_file]
-            named = "" if first_source == source else f" ({first_source!r}, the same file)"
-            inputs.append(
-                InputFile(
-                    path=str(path),
-                    source=source,
-                    problem=f"duplicate of entry {first_line}{named}",
-                    problem_kind=DUPLICATE_KIND,
-                    **fields,
-                )
-            )
-            continue
-        first_entry_of[same_file] = (line_number, source)
-        inputs.append(_stat_input(path, source, **fields))
-    return inputs
-
-
-def audio_duration_s(path: str) -> float:
+def audio_duration_s(item: InputFile) -> float:
     """Duration from the file header; 0 for files that cannot be opened (prep rejects them later)."""
     try:
-        info = soundfile.info(path)
+        info = audio_info(item)
         return info.frames / info.samplerate if info.samplerate else 0.0
     except Exception:  # noqa: BLE001 - any failure here is reported when prep decodes the file
         return 0.0
@@ -228,7 +184,7 @@ def seeded_order(inputs: list[InputFile], seed: int) -> list[InputFile]:
 
 
 def select_subset_hours(
-    inputs: list[InputFile], *, max_hours: float, seed: int, io_threads: int = 8
+    inputs: list[InputFile], *, max_hours: float, seed: int, io_threads: int = 16
 ) -> list[InputFile]:
     """About `max_hours` of audio: the shortest prefix of the seeded order that reaches it.
 
@@ -241,7 +197,7 @@ def select_subset_hours(
     budget_s, selected, total_s = max_hours * 3600.0, [], 0.0
     with ThreadPoolExecutor(io_threads) as pool:
         # Durations come from headers only; threads hide file-system latency on large corpora.
-        durations = pool.map(lambda item: 0.0 if item.problem else audio_duration_s(item.path), ordered)
+        durations = pool.map(lambda item: 0.0 if item.problem else audio_duration_s(item), ordered)
         for item, duration_s in zip(ordered, durations):
             if total_s >= budget_s:
                 break

@@ -16,7 +16,9 @@ Policies (all reported, none silent):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from pipeline.audio.frontend import (
     compute_features,
     to_mono_16k,
 )
+from pipeline.audio.input_bytes import InputLocation, open_input_bytes
 
 FLOAT_SUBTYPES = frozenset({"FLOAT", "DOUBLE"})
 SCAN_BLOCK_FRAMES = 1 << 20
@@ -62,7 +65,34 @@ class FileOutcome:
     partial_reason: str | None = None  # the decoder failed after some segments were made
 
 
-def _open(path: Path) -> soundfile.SoundFile:
+@contextlib.contextmanager
+def _open(location: InputLocation) -> Iterator[soundfile.SoundFile]:
+    """The input's decoder: a local file opened by path; an object in a bucket or a tar member through
+    its bytes (`pipeline.audio.input_bytes`), read ahead in blocks."""
+    if location.is_local_file:
+        with _open_local(Path(location.path)) as handle:
+            yield handle
+        return
+    if location.member_size == 0:
+        raise AudioDecodeError(location.path, "empty file (0 bytes)", kind="empty file")
+    try:
+        with open_input_bytes(location) as stream:
+            if location.member_size is None and stream.seek(0, io.SEEK_END) == 0:
+                raise AudioDecodeError(location.path, "empty file (0 bytes)", kind="empty file")
+            stream.seek(0)
+            try:
+                handle = soundfile.SoundFile(stream)
+            except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
+                raise AudioDecodeError(location.path, f"not readable as audio ({error})", kind="not audio") from error
+            with handle:
+                yield handle
+    except OSError as error:  # the store refused or dropped the read: said, and the input rejected, not lost
+        raise AudioDecodeError(
+            location.path, f"cannot read it from the store ({' '.join(str(error).split())[:200]})", kind="unreadable"
+        ) from error
+
+
+def _open_local(path: Path) -> soundfile.SoundFile:
     check_file_not_empty(path)
     try:  # libsndfile says only "System error." for a file this user may not read
         with open(path, "rb"):
@@ -88,7 +118,7 @@ def _scan_float_samples(path: Path, handle: soundfile.SoundFile, num_frames: int
 
 
 def iter_segments(
-    path: str | Path,
+    path: str | Path | InputLocation,
     preset: FrontendPreset,
     segment_s: float,
     *,
@@ -101,8 +131,9 @@ def iter_segments(
     across tasks this way); indices and offsets are those of the whole file, so a range yields
     exactly the segments a full read yields there. A range that starts past the end yields nothing.
     """
-    path = Path(path)
-    with _open(path) as handle:
+    location = path if isinstance(path, InputLocation) else InputLocation(path=str(path))
+    path = Path(location.path) if location.is_local_file else location.path  # what messages name
+    with _open(location) as handle:
         if handle.frames == 0:
             raise AudioDecodeError(path, "contains no audio samples (zero-length)", kind="zero-length")
         block_frames = max(1, int(round(segment_s * handle.samplerate)))
@@ -138,7 +169,7 @@ def iter_segments(
 
 
 def featurize_file(
-    path: str | Path,
+    path: str | Path | InputLocation,
     preset: FrontendPreset,
     segment_s: float,
     outcome: FileOutcome,

@@ -1,58 +1,76 @@
-"""The prep stage's Ray Data UDF: a batch of work items -> Parquet-ready segment tables.
+"""The prep stage's Ray Data UDF: one batch of work items -> its part file, its progress record, and
+what became of each item.
 
-An item is a whole file or a time range of a long one (`pipeline.prep.ranges`). One call handles
-many items (`files_per_batch` in prep.py), so Ray's per-task overhead is paid per batch, not per
-file, and rows leave as Arrow tables built from whole numpy buffers, not per-row Python dicts.
-What became of each item (rows, or why none) is reported to the `PrepLedger` actor.
+An item is a whole file or a time range of a long one (`pipeline.prep.ranges`), on this machine, in a
+bucket or inside a tar shard (`pipeline.audio.input_bytes`). One call handles one batch (`files_per_batch`
+in prep.py), so Ray's per-task overhead is paid per batch, not per file, and rows are built as Arrow
+tables from whole numpy buffers, not per-row Python dicts. The task writes the batch's part itself,
+then its record (`pipeline.prep.progress`): a killed prep continues from the batches recorded. The
+outcomes go back to the driver as the task's output rows, where prep accounts for every input.
+No Ray import: Ray Data calls it like any callable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
 
 import pyarrow as pa
-import ray
 import torch
 
 from pipeline.audio.frontend import get_preset
+from pipeline.audio.input_bytes import InputLocation
 from pipeline.audio.segments import FileOutcome, featurize_file
+from pipeline.prep import progress
 from pipeline.shards.format import segments_to_table
+from pipeline.shards.location import locate_shards
 
-# About 16 MB of float16 mel per output block (100 ten-second segments of 80 bins).
+# About 16 MB of float16 mel per row group (100 ten-second segments of 80 bins).
 ROWS_PER_OUTPUT_TABLE = 100
 
 
-class FeaturizeFiles:
-    """Callable for `map_batches(batch_format="pyarrow")` over `WorkItem.row` rows."""
+class FeaturizeBatches:
+    """Callable for `map_batches(batch_size=1, batch_format="pyarrow")` over rows {"first_item",
+    "items": JSON list of `WorkItem.row`}; returns rows {"first_item", "record": JSON}."""
 
-    def __init__(
-        self, *, preset_name: str, segment_s: float, ledger: ray.actor.ActorHandle | None, torch_threads: int = 1
-    ):
+    def __init__(self, *, preset_name: str, segment_s: float, output_dir: str, torch_threads: int = 1):
         self.torch_threads = torch_threads
         self.preset = get_preset(preset_name)
         self.segment_s = segment_s
-        self.ledger = ledger
+        self.output_dir = str(output_dir)
 
-    def __call__(self, files: pa.Table) -> Iterator[pa.Table]:
+    def __call__(self, batches: pa.Table) -> pa.Table:
         # One torch thread per worker, set here in the worker (not in the driver that builds this
         # object): parallelism comes from Ray's processes; more threads would only contend.
         torch.set_num_threads(self.torch_threads)
-        rows, outcomes = [], []
-        for item in files.to_pylist():
+        location = locate_shards(self.output_dir)
+        results = []
+        for batch in batches.to_pylist():
+            tables, outcomes = self.featurize_items(json.loads(batch["items"]))
+            record = {
+                "first_item": batch["first_item"],
+                "part": progress.write_part(location, batch["first_item"], tables, self.preset.n_mels),
+                "outcomes": outcomes,
+            }
+            progress.write_record(location, record)
+            results.append({"first_item": batch["first_item"], "record": json.dumps(record)})
+        return pa.Table.from_pylist(results)
+
+    def featurize_items(self, items: list[dict]) -> tuple[list[pa.Table], list[dict]]:
+        """The items' rows as tables of up to ROWS_PER_OUTPUT_TABLE rows, and one outcome per item."""
+        tables, rows, outcomes = [], [], []
+        for item in items:
             outcome = FileOutcome()
+            location = InputLocation(path=item["path"], member_offset=item["member_offset"],
+                                     member_size=item["member_size"])  # fmt: skip
             try:
                 segments = featurize_file(
-                    item["path"],
-                    self.preset,
-                    self.segment_s,
-                    outcome,
-                    first_segment=item["first_segment"],
-                    max_segments=item["max_segments"],
-                )
+                    location, self.preset, self.segment_s, outcome,
+                    first_segment=item["first_segment"], max_segments=item["max_segments"],
+                )  # fmt: skip
                 for segment in segments:
                     rows.append((item["source"], item["label"], item["split"], segment))
                     if len(rows) >= ROWS_PER_OUTPUT_TABLE:
-                        yield segments_to_table(rows, self.preset.n_mels)
+                        tables.append(segments_to_table(rows, self.preset.n_mels))
                         rows = []
             except Exception as error:  # noqa: BLE001 - one odd file must not abort a long run
                 # Recorded with its message (rejected.jsonl or partial_inputs), never dropped.
@@ -64,8 +82,5 @@ class FeaturizeFiles:
             where = {key: item[key] for key in ("source", "range_index", "num_ranges", "range_start_s")}
             outcomes.append({**where, **vars(outcome)})
         if rows:
-            yield segments_to_table(rows, self.preset.n_mels)
-        if self.ledger is not None:
-            # Not waited on, so no task ever stalls on the ledger (it may still be starting); the
-            # driver waits until the ledger has heard of every file before it reads the summary.
-            self.ledger.report.remote(outcomes)
+            tables.append(segments_to_table(rows, self.preset.n_mels))
+        return tables, outcomes

@@ -1,20 +1,17 @@
-"""A small Ray actor that the prep workers report to: rejections, partial decodes, progress.
+"""What became of every prep input, gathered on the driver from the batches' records.
 
-Ray Data can write the segment rows, but inputs that produce no rows leave no trace in them; the
-ledger is where their reasons go. Reports are per work item (a file, or a time range of a long
-file) and keyed by (source, range), so a retried task cannot count anything twice; a file is
-finished once all its ranges have reported, which is how the driver knows every report has
-arrived. It needs no CPU and holds only per-item metadata, never audio.
+The rows say nothing of inputs that produced none; each batch's record (`pipeline.prep.progress`)
+carries one outcome per work item (a file, or a time range of a long file), and the ledger is where
+they meet. Outcomes are keyed by (source, range), so a batch reported twice (a retried task, or a
+record read back on resume) counts once; a file is finished once all its ranges have reported. It
+holds only per-item metadata, never audio.
 """
 
 from __future__ import annotations
 
-import ray
-
 from pipeline.prep.ranges import combine_item_outcomes
 
 
-@ray.remote(num_cpus=0)
 class PrepLedger:
     def __init__(self):
         self.outcomes: dict[str, dict[int, dict]] = {}  # source -> range index -> outcome

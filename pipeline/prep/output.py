@@ -1,7 +1,8 @@
 """The prep output directory: fingerprint, re-run decisions, statistics, manifest, rejected.jsonl.
 
 `manifest.json` is written last and doubles as the completion marker: a directory with parts but no
-manifest is an interrupted run, which the next run clears and redoes. The directory is a local folder
+manifest is an interrupted run, which the next run with the same inputs and settings continues
+(`pipeline.prep.progress`) and any other run clears. The directory is a local folder
 or a bucket prefix (`s3://...`): every file is read and written through its pyarrow filesystem
 (`pipeline.shards.location`), so both take the same decisions.
 """
@@ -21,8 +22,9 @@ import numpy as np
 import pyarrow.fs as pafs
 
 import pipeline
-from pipeline.audio.inputs import DUPLICATE_KIND, InputFile
+from pipeline.audio.input_file import DUPLICATE_KIND, InputFile
 from pipeline.cli.errors import UserError
+from pipeline.prep import progress
 from pipeline.shards.format import (
     MANIFEST_NAME,
     PART_GLOB,
@@ -63,7 +65,8 @@ def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: di
     foreign = [
         name
         for name in _entry_names(location)
-        if name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME) and not fnmatch.fnmatchcase(name, PART_GLOB)
+        if name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME, progress.PROGRESS_DIR)
+        and not fnmatch.fnmatchcase(name, PART_GLOB)
     ]
     if foreign:
         raise OutputConflictError(
@@ -79,6 +82,7 @@ def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: di
         if previous.get("fingerprint") == fingerprint:
             damage = part_file_problems(location, previous)
             if not damage:
+                progress.clear_progress(location)  # left if the run stopped between its manifest and this
                 return True
             # Only prep's own files are here (checked above), so making them again loses nothing.
             print(
@@ -103,6 +107,9 @@ def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: di
             f"--output {output_dir} already holds shards made with other inputs or settings: {what}. "
             "Use a new --output directory, or pass --overwrite to replace them."
         )
+    plan = progress.read_plan(location)
+    if manifest_text is None and not overwrite and plan is not None and plan.get("fingerprint") == fingerprint:
+        return False  # a run of these inputs and settings cut short: continued, not cleared
     clear_output_dir(output_dir)
     return False
 
@@ -114,8 +121,9 @@ def _entry_names(location: ShardLocation) -> list[str]:
 
 
 def clear_output_dir(output_dir: str | Path) -> None:
-    """Remove only what prep writes (parts, manifest, rejected.jsonl)."""
+    """Remove only what prep writes (parts, manifest, rejected.jsonl, the progress of a run cut short)."""
     location = locate_shards(output_dir)
+    progress.clear_progress(location)
     selector = pafs.FileSelector(location.path, allow_not_found=True, recursive=False)
     for info in location.filesystem.get_file_info(selector):
         if fnmatch.fnmatchcase(info.base_name, PART_GLOB) or info.base_name in OUR_NAMES:

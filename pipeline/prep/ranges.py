@@ -17,9 +17,8 @@ import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 
-import soundfile
-
-from pipeline.audio.inputs import InputFile
+from pipeline.audio.input_file import InputFile
+from pipeline.audio.inputs import audio_info
 
 # 1 kB/s is 8 kbit/s, below any speech codec setting used for corpora: a file under
 # max_range_s * 1 kB cannot be longer than max_range_s, so its header need not be read.
@@ -43,6 +42,8 @@ class WorkItem:
         """The item as a Ray Data row for the featurize UDF."""
         return {
             "path": self.input.path,
+            "member_offset": self.input.member_offset,
+            "member_size": self.input.size_bytes if self.input.member_offset is not None else None,
             "source": self.input.source,
             "label": self.input.label,
             "split": self.input.split,
@@ -58,7 +59,7 @@ def _probe_segments(item: InputFile, segment_s: float) -> int | None:
     """How many segments the file's header says it holds; None when the header cannot be read
     (the worker then reports why, as for any unreadable file)."""
     try:
-        info = soundfile.info(item.path)
+        info = audio_info(item)
     except Exception:  # noqa: BLE001 - decoding problems are the worker's to report
         return None
     if not info.samplerate or info.frames <= 0:

@@ -1,9 +1,10 @@
 """The prep flow behind `python -m pipeline.prep`: raw audio -> Parquet log-mel shards, on Ray Data.
 
-Flow: list inputs on the driver -> (optional) seeded nested subset -> long files split into time
-ranges (`pipeline.prep.ranges`) -> Ray Data: batches of files and ranges -> decode, 16 kHz mono,
-log-mel per segment -> write_parquet -> statistics, rejected.jsonl and
-manifest.json on the driver. Exit status: 0 when at least one input produced rows (or a finished
+Flow: list inputs on the driver (folders, buckets, manifests, tar shards: `pipeline.audio.inputs`) ->
+(optional) seeded nested subset -> long files split into time ranges (`pipeline.prep.ranges`) -> Ray
+Data: one task per batch of files and ranges -> decode, 16 kHz mono, log-mel per segment -> the
+task writes the batch's part file and its progress record (`pipeline.prep.progress`: a run cut short
+continues where it stopped) -> statistics, rejected.jsonl and manifest.json on the driver. Exit status: 0 when at least one input produced rows (or a finished
 identical run was reused), 1 when none did, 2 for a usage error (bad input path, output conflict).
 """
 
@@ -11,21 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import sys
-import threading
 import time
 from pathlib import Path
 
 from pipeline.audio.frontend import PRESETS, get_preset
-from pipeline.audio.inputs import (
-    InputFile,
-    InputListing,
-    InputListingError,
-    list_inputs,
-    select_subset_hours,
-)
+from pipeline.audio.input_file import InputFile, InputListing, InputListingError
+from pipeline.audio.inputs import list_inputs, select_subset_hours
 from pipeline.cli.flags import filled_by_program, flag
+from pipeline.prep import progress
 from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
@@ -37,10 +34,9 @@ from pipeline.prep.output import (
 )
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.session.ray_session import connect_ray
-from pipeline.shards.format import PARQUET_WRITE_OPTIONS, read_manifest
-from pipeline.shards.integrity import describe_part_files
+from pipeline.shards.format import read_manifest
 from pipeline.shards.location import is_uri, locate_shards
-from pipeline.storage.bucket_check import check_bucket
+from pipeline.storage.bucket_check import check_bucket, without_query
 from pipeline.storage.writable import check_writable_dir
 
 # Enough batches per CPU to balance uneven file lengths, few enough that per-task overhead vanishes.
@@ -59,7 +55,12 @@ def _show_progress_unless(no_progress: bool) -> bool:
 class PrepConfig:
     """One prep run; each field declared once with its `python -m pipeline.prep` flag (pipeline.cli.flags)."""
 
-    input_path: Path = flag("--input", None, "audio directory, or a .csv/.jsonl manifest", required=True)
+    # A folder or file (made an absolute Path below) or a bucket URI (kept as the str given).
+    input_path: str = flag(
+        "--input", None,
+        "audio: a folder, a bucket prefix (s3://BUCKET/PATH), a .csv/.jsonl manifest, or WebDataset .tar shards",
+        required=True,
+    )  # fmt: skip
     # A folder (made an absolute Path below) or a bucket URI (kept as the str given).
     output_dir: str = flag(
         "--output", None, "shard directory to write: a folder, or a bucket (s3://BUCKET/PATH)", required=True
@@ -87,6 +88,8 @@ class PrepConfig:
         # a bucket URI stays as given (a path join would turn it into a local folder named `s3:`).
         if not is_uri(self.output_dir):
             object.__setattr__(self, "output_dir", Path(self.output_dir).expanduser().absolute())
+        if not is_uri(self.input_path):
+            object.__setattr__(self, "input_path", Path(self.input_path).expanduser().absolute())
 
     def settings(self) -> dict:
         """What decides the rows; recorded in the manifest and hashed into the fingerprint."""
@@ -118,99 +121,157 @@ def files_per_batch(inputs: list[InputFile] | list[WorkItem], num_cpus: float) -
     return max(1, min(MAX_FILES_PER_BATCH, by_balance, by_memory))
 
 
-def _run_ray_pipeline(config: PrepConfig, readable: list[InputFile], ledger) -> None:
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Consecutive work items [first_item, first_item + len(items)): one task, one part file."""
+
+    first_item: int
+    items: list[dict]  # WorkItem.row of each
+
+
+def _batches(work: list[WorkItem], batch_items: int, segment_s: float) -> list[Batch]:
+    rows = [item.row(segment_s) for item in work]
+    return [Batch(first, rows[first : first + batch_items]) for first in range(0, len(rows), batch_items)]
+
+
+def _resume_or_start(location, *, fingerprint: str, work: list[WorkItem], num_cpus: float) -> tuple[int, dict]:
+    """(items per batch, the batches already recorded): a run of this fingerprint that was cut short
+    continues with its own batch size; anything else starts from nothing."""
+    plan = progress.read_plan(location)
+    if plan is not None and plan.get("fingerprint") == fingerprint and plan.get("num_items") == len(work):
+        records = progress.finished_records(location)
+        progress.remove_unrecorded_parts(location, records)
+        return int(plan["batch_items"]), records
+    batch_items = files_per_batch(work, num_cpus)
+    progress.remove_unrecorded_parts(location, {})
+    progress.start_plan(location, {"fingerprint": fingerprint, "num_items": len(work), "batch_items": batch_items})
+    return batch_items, {}
+
+
+def _tasks_stay_on_this_node(config: PrepConfig, readable: list[InputFile]) -> dict:
+    """Ray's scheduling for the batch tasks: anywhere in the cluster, unless the audio or the output is a
+    folder of this machine and the cluster has other nodes, which cannot see it. Then every task runs
+    here, and prep says so, rather than half the tasks failing to find the files."""
     import ray
-    from ray.data.datasource import FilenameProvider
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from pipeline.prep.featurize import FeaturizeFiles
+    local = [what for what, is_local in (("--input", any(not is_uri(item.path) for item in readable)),
+                                          ("--output", not is_uri(config.output_dir))) if is_local]  # fmt: skip
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if not local or len(nodes) < 2:
+        return {}
+    here = ray.get_runtime_context().get_node_id()
+    print(
+        f"prep: {' and '.join(local)} {'is a folder' if len(local) == 1 else 'are folders'} on this machine and the "
+        f"cluster has {len(nodes)} nodes: every task runs on this node ({here[:12]}); put the audio and the "
+        "shards in a bucket (s3://...) to use the others",
+        file=sys.stderr,
+    )
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=here, soft=False)}
 
-    class PartNames(FilenameProvider):
-        def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"part-{task_index:05d}-{write_uuid}.parquet"
 
-    num_cpus = ray.cluster_resources().get("CPU", 1.0)
-    work = plan_work_items(readable, segment_s=config.segment_s, max_range_s=config.max_range_s)
-    batch_files = files_per_batch(work, num_cpus)
-    items = [item.row(config.segment_s) for item in work]
-    files = ray.data.from_items(items, override_num_blocks=math.ceil(len(items) / batch_files))
-    rows = files.map_batches(
-        FeaturizeFiles(preset_name=config.preset_name, segment_s=config.segment_s, ledger=ledger),
+class FilesBar:
+    """One progress bar counted in input files, with the hours of audio made so far; redrawn at most every
+    2 s, so a log file (no terminal) gets a few lines, not hundreds. `shown` False: silent."""
+
+    def __init__(self, total: int, *, shown: bool, start: tuple[int, float] = (0, 0.0)) -> None:
+        self.total, self.shown, self.start = total, shown, start
+
+    def __enter__(self) -> FilesBar:
+        from tqdm import tqdm
+
+        if self.shown:
+            self.bar = tqdm(total=self.total, unit="file", desc="prep", file=sys.stderr, mininterval=2.0)
+            self.update(self.start)
+        return self
+
+    def update(self, files_and_audio_s: tuple[int, float]) -> None:
+        if self.shown:
+            done, audio_s = files_and_audio_s
+            self.bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
+            self.bar.update(done - self.bar.n)
+
+    def __exit__(self, *exc) -> None:
+        if self.shown:
+            self.bar.close()
+
+
+def described_input(input_path: str | Path) -> str:
+    """The input as the manifest records it: an absolute path, or a URI without its options."""
+    return without_query(str(input_path)) if is_uri(input_path) else str(Path(input_path).absolute())
+
+
+def _run_batches(config: PrepConfig, batches: list[Batch], placement: dict, on_record) -> None:
+    """Featurize `batches` on Ray Data, one task each; `on_record` gets each batch's record as it lands."""
+    import ray
+
+    from pipeline.prep.featurize import FeaturizeBatches
+
+    if not batches:
+        return
+    rows = [{"first_item": batch.first_item, "items": json.dumps(batch.items)} for batch in batches]
+    results = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+        FeaturizeBatches(preset_name=config.preset_name, segment_s=config.segment_s, output_dir=str(config.output_dir)),
         batch_format="pyarrow",
-        batch_size=batch_files,
+        batch_size=1,
         # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
         # pool starving its own input cannot happen.
         num_cpus=1,
+        **placement,
     )
     context = ray.data.DataContext.get_current()
     shows_bars, reserves = context.enable_progress_bars, context.op_resource_reservation_enabled
     context.enable_progress_bars = False  # prep draws one bar counted in input files instead
-    # Prep is one fused map->write operator; the per-operator reservation only delayed the second
-    # task until the first had finished (bench_prep: the second core idled ~1 s per run).
+    # One map operator; the per-operator reservation only delayed the second task until the first
+    # had finished (bench_prep: the second core idled ~1 s per run).
     context.op_resource_reservation_enabled = False
-    output = locate_shards(config.output_dir)
     try:
-        # Written where the tasks run, straight into the folder or the bucket (no copy through the driver).
-        rows.write_parquet(
-            output.path, filesystem=output.filesystem, filename_provider=PartNames(), **PARQUET_WRITE_OPTIONS
-        )
+        for result in results.iter_rows():
+            on_record(json.loads(result["record"]))
     finally:
         context.enable_progress_bars, context.op_resource_reservation_enabled = shows_bars, reserves
 
 
-def _progress_bar(ledger, total: int, stop: threading.Event) -> None:
-    import ray
-    from tqdm import tqdm
-
-    # Redraws at most every 2 s so a log file (no terminal) gets a few lines, not hundreds.
-    with tqdm(total=total, unit="file", desc="prep", file=sys.stderr, mininterval=2.0) as bar:
-        while not stop.wait(1.0):
-            done, audio_s = ray.get(ledger.progress.remote())
-            if done != bar.n:
-                bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
-                bar.update(done - bar.n)
-        done, audio_s = ray.get(ledger.progress.remote())
-        bar.set_postfix_str(f"{audio_s / 3600:.2f} h of audio", refresh=False)
-        bar.update(done - bar.n)
-
-
-def _wait_for_ledger(ledger, num_files: int, timeout_s: float = 60.0) -> None:
-    """Workers report without waiting; give their last reports time to arrive. A file still
-    missing after the timeout is rejected as lost by `_account_for_every_input`, never dropped."""
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    while ray.get(ledger.progress.remote())[0] < num_files and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _featurize_on_ray(config: PrepConfig, readable: list[InputFile]) -> dict:
-    """Write the Parquet parts of `readable` on Ray (connected by pipeline.session.ray_session's policy, shut
-    down again if this call started it); returns the ledger's summary: the inputs workers rejected,
-    those they featurized in part, and the seconds of tail audio they dropped."""
+def _featurize_on_ray(config: PrepConfig, readable: list[InputFile], fingerprint: str) -> tuple[dict, list[dict]]:
+    """Write the part files of `readable` on Ray (connected by pipeline.session.ray_session's policy, shut
+    down again if this call started it), continuing a run of this fingerprint that was cut short.
+    Returns the ledger's summary (the inputs rejected, those featurized in part, the seconds of tail
+    audio dropped) and the manifest records of the part files."""
     import ray
 
     from pipeline.prep.ledger import PrepLedger
 
     started_ray = connect_ray(config.ray_address)
     try:
-        ledger = PrepLedger.remote()
-        stop = threading.Event()
-        bar = threading.Thread(target=_progress_bar, args=(ledger, len(readable), stop), daemon=True)
-        if config.show_progress:
-            bar.start()
-        try:
-            _run_ray_pipeline(config, readable, ledger)
-            _wait_for_ledger(ledger, len(readable))
-        finally:
-            stop.set()
-            if bar.is_alive():
-                bar.join()
-        ledger_summary = ray.get(ledger.summary.remote())
-        ray.kill(ledger)
+        work = plan_work_items(readable, segment_s=config.segment_s, max_range_s=config.max_range_s)
+        location = locate_shards(config.output_dir)
+        batch_items, done = _resume_or_start(
+            location, fingerprint=fingerprint, work=work, num_cpus=ray.cluster_resources().get("CPU", 1.0)
+        )
+        ledger, records = PrepLedger(), dict(done)
+        for record in done.values():
+            ledger.report(record["outcomes"])
+        batches = _batches(work, batch_items, config.segment_s)
+        if done:
+            print(
+                f"prep: continuing a run that was cut short: {len(done)} of {len(batches)} batches were done "
+                f"({ledger.progress()[0]} of {len(readable)} files); featurizing the other {len(batches) - len(done)}",
+                file=sys.stderr,
+            )
+
+        def on_record(record: dict) -> None:
+            records[record["first_item"]] = record
+            ledger.report(record["outcomes"])
+            bar.update(ledger.progress())
+
+        with FilesBar(len(readable), shown=config.show_progress, start=ledger.progress()) as bar:
+            remaining = [batch for batch in batches if batch.first_item not in done]
+            _run_batches(config, remaining, _tasks_stay_on_this_node(config, readable), on_record)
     finally:
         if started_ray:
             ray.shutdown()
-    return ledger_summary
+    parts = [record["part"] for _, record in sorted(records.items()) if record.get("part")]
+    return ledger.summary(), parts
 
 
 def run_prep(config: PrepConfig) -> PrepResult:
@@ -250,8 +311,9 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
     rejected = [{"path": i.source, "kind": i.problem_kind, "reason": i.problem} for i in selected if i.problem]
     readable = [i for i in selected if not i.problem]
     partial, dropped_tail_s, silent = [], 0.0, []
+    part_files = []
     if readable:
-        ledger_summary = _featurize_on_ray(config, readable)
+        ledger_summary, part_files = _featurize_on_ray(config, readable, fingerprint)
         rejected += ledger_summary["rejected"]
         partial, dropped_tail_s = ledger_summary["partial"], ledger_summary["dropped_tail_s"]
         silent = ledger_summary["silent"]
@@ -263,7 +325,7 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
         fingerprint=fingerprint,
         settings=settings,
         preset=preset.to_dict(),
-        input_path=str(config.input_path.expanduser().absolute()),
+        input_path=described_input(config.input_path),
         num_listed=len(listing.inputs),
         num_inputs=len(selected),
         stats=stats,
@@ -273,10 +335,11 @@ def _prep_locked(config: PrepConfig, listing: InputListing, selected: list[Input
         silent=silent,
         skipped_non_audio=listing.skipped_non_audio,
         skipped_symlink_loops=listing.skipped_symlink_loops,
-        part_files=describe_part_files(locate_shards(config.output_dir)),
+        part_files=part_files,
         elapsed_s=time.monotonic() - started,
     )
     write_manifest(config.output_dir, manifest)
+    progress.clear_progress(locate_shards(config.output_dir))
     return PrepResult(
         output_dir=config.output_dir, manifest=manifest, reused=False, elapsed_s=time.monotonic() - started
     )
