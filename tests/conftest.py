@@ -15,22 +15,30 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def start_local_ray():
+    """The suite's local Ray: 2 CPUs, no dashboard; its workers see this process's environment as it is now."""
+    import ray
+
+    # address="local" always starts a private instance, even if a `ray start --head` cluster
+    # is running on this machine (a connect would reject num_cpus).
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=512 * 1024**2,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+    )
+    return ray
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray instance with 2 CPUs, started once; yields the `ray` module."""
     import ray
 
     if not ray.is_initialized():
-        # address="local" always starts a private instance, even if a `ray start --head` cluster
-        # is running on this machine (a connect would reject num_cpus).
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            object_store_memory=512 * 1024**2,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
-        )
+        start_local_ray()
     yield ray
 
 
@@ -54,6 +62,23 @@ def object_store(tmp_path_factory):
 
     with running_object_store(tmp_path_factory.mktemp("object-store")) as store:
         yield store
+
+
+@pytest.fixture(scope="module")
+def ray_with_bucket_env(object_store):
+    """For a module whose Ray tasks read and write the bucket: the store's AWS variables set for the module,
+    and the suite's local Ray restarted under them (a cluster's nodes have their credentials; the session's
+    Ray started before the store's variables were set), then restarted as before for the modules after."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in object_store.env().items():
+            patch.setenv(name, value)
+        ray.shutdown()
+        start_local_ray()
+        yield object_store
+        ray.shutdown()
+    start_local_ray()
 
 
 @pytest.fixture()

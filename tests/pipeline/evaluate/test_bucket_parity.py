@@ -8,8 +8,6 @@ statistics: Q 0.668 from the bucket against 0.684 from disk for the same weights
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -19,9 +17,9 @@ import pytest
 from pipeline.audio.frontend import get_preset
 from pipeline.evaluate.__main__ import main as evaluate_main
 from pipeline.evaluate.embeddings import normalisation_for
+from pipeline.pretrain.driver import PretrainConfig, run_pretraining
 from pipeline.shards.format import read_manifest
 from pipeline.storage.checkpoint_copy import copy_up, local_checkpoint
-from tests.conftest import REPO_ROOT
 from tests.support.hear_task_fixtures import build_tiny_tasks
 from tests.support.pretrain_testdata import make_tiny_shards
 
@@ -52,15 +50,13 @@ def test_shards_that_are_gone_are_a_recorded_substitute_and_an_unreachable_bucke
 
 
 def _train(shards: str, storage: str, workdir: Path, name: str) -> str:
-    """A short run as a user starts it (its own local Ray, the shell's AWS variables); its final checkpoint."""
-    argv = [sys.executable, "-m", "pipeline.pretrain", "--model", "mae-debug", "--override", "crop_frames=96",
-            "--shards", shards, "--storage-path", storage, "--run-name", name, "--steps", "3", "--batch-size", "4",
-            "--micro-batch-size", "4", "--num-workers", "1", "--cpus-per-worker", "1", "--lr", "0.5",
-            "--warmup-steps", "1", "--log-every", "1", "--checkpoint-every", "3", "--rankme-every", "0",
-            "--max-failures", "0", "--system-metrics-every", "0", "--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}"]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return next(line for line in done.stdout.splitlines() if line.startswith("checkpoint: ")).partition(": ")[2]
+    config = PretrainConfig.from_flat(
+        model_name="mae-debug", model_overrides={"crop_frames": 96}, shards_dir=shards, steps=3,
+        global_batch_size=4, micro_batch_size=4, num_workers=1, cpus_per_worker=1, base_lr=0.5, warmup_steps=1,
+        log_every_steps=1, checkpoint_every_steps=3, rankme_every_steps=0, run_name=name, storage_path=storage,
+        tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", max_failures=0, system_metrics_every_s=0,
+    )  # fmt: skip
+    return run_pretraining(config).checkpoint_dir
 
 
 def _evaluate(checkpoint: str, tasks: Path, output: Path) -> dict:
@@ -70,8 +66,9 @@ def _evaluate(checkpoint: str, tasks: Path, output: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_a_checkpoint_trained_in_a_bucket_scores_as_the_same_one_trained_on_disk(
-    bucket_env, tmp_path_factory, tmp_path
+    ray_with_bucket_env, bucket_env, tmp_path_factory, tmp_path
 ):
     shards = make_tiny_shards(tmp_path_factory.getbasetemp(), preset_name="dasheng")
     shards_uri = bucket_env.uri("parity/shards")
