@@ -7,7 +7,6 @@ in prep.py), so Ray's per-task overhead is paid per batch, not per file, and row
 tables from whole numpy buffers, not per-row Python dicts. The task writes the batch's part itself,
 then its record (`pipeline.prep.progress`): a killed prep continues from the batches recorded. The
 outcomes go back to the driver as the task's output rows, where prep accounts for every input.
-No Ray import: Ray Data calls it like any callable.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import ray
 import torch
 
 from pipeline.audio.frontend import get_preset
@@ -50,6 +50,7 @@ class FeaturizeBatches:
                 "first_item": batch["first_item"],
                 "part": progress.write_part(location, batch["first_item"], tables, self.preset.n_mels),
                 "outcomes": outcomes,
+                "node": ray.get_runtime_context().get_node_id(),  # which node read these inputs
             }
             progress.write_record(location, record)
             results.append({"first_item": batch["first_item"], "record": json.dumps(record)})

@@ -22,7 +22,7 @@ from pipeline.audio.frontend import PRESETS, get_preset
 from pipeline.audio.input_file import InputFile, InputListing, InputListingError
 from pipeline.audio.inputs import list_inputs, select_subset_hours
 from pipeline.cli.flags import filled_by_program, flag
-from pipeline.prep import progress
+from pipeline.prep import debug_hooks, progress
 from pipeline.prep.lock import output_lock
 from pipeline.prep.output import (
     build_manifest,
@@ -263,6 +263,7 @@ def _featurize_on_ray(config: PrepConfig, readable: list[InputFile], fingerprint
             records[record["first_item"]] = record
             ledger.report(record["outcomes"])
             bar.update(ledger.progress())
+            debug_hooks.maybe_kill_driver(len(records) - len(done))
 
         with FilesBar(len(readable), shown=config.show_progress, start=ledger.progress()) as bar:
             remaining = [batch for batch in batches if batch.first_item not in done]

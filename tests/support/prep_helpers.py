@@ -35,6 +35,15 @@ def tone(
     return np.stack([wave] * channels, axis=1) if channels > 1 else wave
 
 
+def write_clips(root: Path, count: int) -> Path:
+    """`count` tones of 2.5 s and longer (a quarter second more each), clipNN.wav in `root`."""
+    root.mkdir(parents=True)
+    for index in range(count):
+        wave = tone(2.5 + 0.25 * index, freq_hz=150 + 40 * index, seed=index)
+        soundfile.write(root / f"clip{index:02d}.wav", wave, SR)
+    return root
+
+
 def write_labeled_corpus(root: Path) -> Path:
     """Six short clips with labels and splits, listed in a JSONL manifest; returns the manifest."""
     root.mkdir(parents=True, exist_ok=True)
