@@ -4,8 +4,10 @@ with the same work on local disk, against the cluster rehearsal's S3-compatible 
     python benchmarks/bench_bucket_throughput.py [--minutes 30] [--seconds 6] [--repeats 3]
 
 - Prep: `python -m pipeline.prep` of the same synthetic audio (`cluster.rehearsal.audio`, --minutes
-  of 10 s files, cut into 2 s rows) into a local folder and into the bucket, alternated, --repeats
-  times each; the median of prep's own elapsed time (its manifest's elapsed_s) and the ratio.
+  of 10 s files, cut into 2 s rows) from a local folder into a local folder, and from the bucket into
+  the bucket, alternated, --repeats times each: the median of prep's own elapsed time (its manifest's
+  elapsed_s) and of its rows per CPU-second (the CPU time of prep's whole process tree, its Ray
+  workers included, from the kernel's accounting of the finished processes; the store's is not in it).
 - Reader: the training reader (`pipeline.shards.crop_stream`, as `bench_reader_budget.py` runs it:
   one single-threaded process, steady state after a first epoch, 200-frame crops as float16, the
   training default of 256 rows per shuffle window, so 30 minutes (900 rows) are re-read from
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,14 +39,19 @@ from bench_reader_budget import per_core_rate  # noqa: E402
 CROP_FRAMES = 200  # audiomae++-base's 2 s crop (80-mel audiomae preset, 10 ms hop)
 
 
-def prep_seconds(audio: Path, output: str, env: dict[str, str]) -> float:
-    """Prep's own elapsed time (manifest elapsed_s, said on its closing line) for one fresh run."""
+def prep_run(audio: str, output: str) -> tuple[float, float]:
+    """(prep's own elapsed time, its rows per CPU-second) for one fresh run: the CPU time of the prep
+    process and every descendant it waited for (Ray's raylet and workers), as the kernel counts them."""
     from pipeline.shards.format import read_manifest
 
-    command = [sys.executable, "-m", "pipeline.prep", "--input", str(audio), "--output", output,
+    command = [sys.executable, "-m", "pipeline.prep", "--input", audio, "--output", output,
                "--preset", "audiomae", "--segment-s", "2", "--no-progress"]  # fmt: skip
-    subprocess.run(command, env={**os.environ, **env}, check=True, capture_output=True)
-    return float(read_manifest(output)["elapsed_s"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, env=os.environ, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    manifest = read_manifest(output)
+    return float(manifest["elapsed_s"]), manifest["num_rows"] / cpu_s
 
 
 def main() -> None:
@@ -62,13 +70,19 @@ def main() -> None:
         print(
             f"{args.minutes:g} min of audio; store {store.endpoint} (moto on loopback); {args.repeats} prep runs each"
         )
-        times: dict[str, list[float]] = {"local": [], "bucket": []}
+        client = store.client()
+        for path in sorted(audio.iterdir()):
+            client.upload_file(str(path), store.bucket, f"audio/{path.name}")
+        runs: dict[str, list[tuple[float, float]]] = {"local": [], "bucket": []}
         for repeat in range(args.repeats):
-            times["local"].append(prep_seconds(audio, str(work / f"local-{repeat}"), {}))
-            times["bucket"].append(prep_seconds(audio, store.uri(f"shards-{repeat}"), {}))
-        local_s, bucket_s = statistics.median(times["local"]), statistics.median(times["bucket"])
-        print(f"prep: local {local_s:.1f} s, bucket {bucket_s:.1f} s (medians of {args.repeats}; "
-              f"bucket / local {bucket_s / local_s:.2f})")  # fmt: skip
+            runs["local"].append(prep_run(str(audio), str(work / f"local-{repeat}")))
+            runs["bucket"].append(prep_run(store.uri("audio"), store.uri(f"shards-{repeat}")))
+        (local_s, local_rate), (bucket_s, bucket_rate) = (
+            tuple(statistics.median(values) for values in zip(*runs[where])) for where in ("local", "bucket")
+        )
+        print(f"prep, folder to folder and bucket to bucket: elapsed local {local_s:.1f} s, bucket {bucket_s:.1f} s "
+              f"(bucket / local {bucket_s / local_s:.2f}); rows per CPU-second local {local_rate:.1f}, "
+              f"bucket {bucket_rate:.1f} (bucket / local {bucket_rate / local_rate:.2f}); medians of {args.repeats}")  # fmt: skip
         for clock_name, clock in (("CPU-second of the reader", time.process_time), ("wall-second", time.monotonic)):
             local = per_core_rate(str(work / "local-0"), CROP_FRAMES, cores=1, seconds=args.seconds,
                                   normalise=False, clock=clock)  # fmt: skip

@@ -22,7 +22,6 @@ RAY_MODULES = {
     "pipeline.session.ray_session",
     "pipeline.prep.run",
     "pipeline.prep.featurize",
-    "pipeline.prep.ledger",
     "pipeline.pretrain.driver",
     "pipeline.pretrain.loop",
     "pipeline.pretrain.worker_setup",

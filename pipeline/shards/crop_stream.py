@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
@@ -31,6 +32,7 @@ from pipeline.shards.crops import RawCrops, crop_policy
 from pipeline.shards.format import checked_part_names, read_manifest
 from pipeline.shards.location import locate_shards
 
+OPEN_PARTS = 16  # part files kept open per reader: a window's rows come from a few files at a time
 UNSHUFFLED_WINDOW_ROWS = 256  # rows read at once when nothing is shuffled: per-window costs amortised
 
 
@@ -68,8 +70,13 @@ class StreamPlan:
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.kept: list[np.ndarray] = []  # per file: the row numbers that give a training crop
         self.row_group_starts: list[np.ndarray] = []  # per file: first row of each row group, and the end
+        # Each file's footer and size, read once: a window's row group is then one ranged read of its
+        # column chunks (in a bucket, one GET), not a HEAD, a footer GET and a GET every time.
+        self.metadata: list[pq.FileMetaData] = []
+        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
         for path in self.paths:
             parquet = pq.ParquetFile(path, filesystem=self.location.filesystem)
+            self.metadata.append(parquet.metadata)
             index = parquet.read(columns=["clip_id", "num_frames"])
             self.kept.append(np.flatnonzero(self.policy.kept_rows(index)))
             sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
@@ -81,6 +88,18 @@ class StreamPlan:
                 f"{shard_dir} has {total} segment(s) long enough for {crop_frames}-frame crops, fewer than the "
                 f"{world_size} workers: add audio, shorten the crop or use fewer workers"
             )
+
+    def open_part(self, file_index: int) -> pq.ParquetFile:
+        """Part file `file_index` with its footer already known, its column chunks read together; the last
+        OPEN_PARTS stay open (in a bucket, opening a file is a HEAD request)."""
+        if file_index in self._open:
+            self._open.move_to_end(file_index)
+            return self._open[file_index]
+        source = self.location.filesystem.open_input_file(self.paths[file_index])
+        self._open[file_index] = pq.ParquetFile(source, metadata=self.metadata[file_index], pre_buffer=True)
+        while len(self._open) > OPEN_PARTS:
+            self._open.popitem(last=False)[1].close()
+        return self._open[file_index]
 
     def epoch_rows(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(file index, row number) of each of this rank's rows in `epoch`, in reading order."""
@@ -140,9 +159,7 @@ class CropStream:
                 decoded[key] = (
                     self._decoded[key]
                     if key in self._decoded
-                    else pq.ParquetFile(
-                        self.plan.paths[file_index], filesystem=self.plan.location.filesystem
-                    ).read_row_group(group, columns=self.plan.policy.columns())
+                    else self.plan.open_part(file_index).read_row_group(group, columns=self.plan.policy.columns())
                 )
             tables.append(decoded[key])
         local = wanted - starts[groups[0]] if len(groups) == 1 else _local_rows(wanted, starts, groups)

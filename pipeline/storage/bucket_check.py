@@ -98,14 +98,38 @@ def check_bucket(uri: str, *, what: str, write: bool) -> None:
             "create it first or fix the bucket name"
         )
     if write:
+        _refuse_an_object(filesystem, path, uri=uri, what=what)
         _write_probe(filesystem, path, uri=uri, what=what)
 
 
+def _refuse_an_object(filesystem: pafs.FileSystem, path: str, *, uri: str, what: str) -> None:
+    """A place a run writes under must be a prefix: keys under an object's name (`.../manifest.json/...`)
+    are legal in a bucket, but no reader would look for them there."""
+    try:
+        found = filesystem.get_file_info(path)
+    except OSError as error:
+        raise storage_error(uri, error, what=what, doing="look it up") from None
+    if found.type == pafs.FileType.File:
+        raise UserError(
+            f"{what} {without_query(uri)}: that is an object ({found.size} bytes), not a folder; "
+            "name a prefix to write under (for example its parent)"
+        )
+
+
+# A probe that is not all one byte: a store that keeps an upload's framing returns other bytes than these.
+PROBE_BYTES = bytes(range(256)) * 4
+CHECKSUM_VARIABLE = "AWS_REQUEST_CHECKSUM_CALCULATION"
+
+
 def _write_probe(filesystem: pafs.FileSystem, path: str, *, uri: str, what: str) -> None:
+    """Write a small object, read it back, delete it: only a real write finds a read-only policy, and only a
+    read-back finds a store that keeps the `aws-chunked` framing of an upload as the object's bytes."""
     probe = f"{path}/{PROBE_PREFIX}{uuid.uuid4().hex}"
     try:
         with filesystem.open_output_stream(probe) as stream:
-            stream.write(b"\0")
+            stream.write(PROBE_BYTES)
+        with filesystem.open_input_stream(probe) as stream:
+            read_back = stream.read()
     except OSError as error:
         if "ACCESS_DENIED" in str(error):
             raise UserError(
@@ -117,3 +141,24 @@ def _write_probe(filesystem: pafs.FileSystem, path: str, *, uri: str, what: str)
         filesystem.delete_file(probe)
     except OSError as error:
         raise storage_error(uri, error, what=what, doing="delete in it (the run replaces its own files)") from None
+    if read_back != PROBE_BYTES:
+        raise UserError(framing_advice(uri, what=what, written=len(PROBE_BYTES), read_back=read_back))
+
+
+def framing_advice(uri: str, *, what: str, written: int, read_back: bytes) -> str:
+    """The one line for a store that returned other bytes than it was sent: with the `aws-chunked` framing
+    kept (older MinIO, Ceph RGW and other S3 clones do not decode it), every Parquet file it holds is
+    unreadable, so nothing is written there until the uploads are sent plain."""
+    head = read_back[:12].decode("latin-1").encode("unicode_escape").decode()
+    size_field = read_back.split(b"\r\n", 1)[0].split(b";")[0]  # a chunk starts "<hex size>[;signature]\r\n"
+    framing = b"\r\n" in read_back[:80] and bool(size_field) and all(c in b"0123456789abcdefABCDEF" for c in size_field)
+    cause = (
+        "it keeps the aws-chunked framing of uploads in the objects (it does not decode Content-Encoding: aws-chunked)"
+        if framing
+        else "the bytes differ"
+    )
+    return (
+        f"{what} {without_query(uri)} (at {endpoint_of(uri)}): a {written}-byte test object read back as "
+        f"{len(read_back)} bytes starting {head!r}: {cause}; set {CHECKSUM_VARIABLE}=WHEN_REQUIRED in the "
+        'environment of every process and node that writes there (cluster/README.md, "Stores that are not AWS")'
+    )
