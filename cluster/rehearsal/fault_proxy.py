@@ -4,7 +4,9 @@ keeps what it had. Clients use the proxy's port as the endpoint; the proxy can t
 
 - `cut()`: drop every open connection and refuse new ones (the store went away mid-upload);
 - `resume()`: accept again (the store is back, with everything it had before the cut);
-- `throttle(bytes_per_s)`: pass at most that many bytes per second each way (slow storage).
+- `throttle(bytes_per_s)`: pass at most that many bytes per second each way (slow storage);
+- `answer(status)`: answer every new request with that HTTP status and an empty body, as a store in
+  trouble does (`answer(None)` passes requests through again).
 
 It runs in threads of the calling process and never listens beyond 127.0.0.1.
 """
@@ -27,6 +29,7 @@ class FaultProxy:
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._bytes_per_s: float | None = None
+        self._status: int | None = None
         self._closed = False
         self.bytes_passed = 0
         self._listen()
@@ -56,6 +59,9 @@ class FaultProxy:
     def throttle(self, bytes_per_s: float | None) -> None:
         self._bytes_per_s = bytes_per_s
 
+    def answer(self, status: int | None) -> None:
+        self._status = status
+
     def close(self) -> None:
         self._closed = True
         self.cut()
@@ -66,6 +72,9 @@ class FaultProxy:
                 client, _ = listener.accept()
             except OSError:
                 return
+            if self._status is not None:
+                threading.Thread(target=self._answer, args=(client, self._status), daemon=True).start()
+                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port))
             except OSError:
@@ -75,6 +84,15 @@ class FaultProxy:
                 self._open |= {client, upstream}
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _answer(self, client: socket.socket, status: int) -> None:
+        """Each request on this connection gets `status` and no body (the connection then closes)."""
+        with contextlib.suppress(OSError), client:
+            client.settimeout(5)
+            client.recv(_CHUNK)  # the request's head (and what of its body came with it)
+            client.sendall(
+                f"HTTP/1.1 {status} Store Trouble\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+            )
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):

@@ -43,6 +43,11 @@ def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None 
             file=sys.stderr,
         )
         return USER_ERROR_EXIT_CODE
+    except OSError as error:
+        if debug or not STORE_FAILURE.search(str(error)):
+            raise
+        print(f"{prog}: error: {store_failure_line(error)} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
+        return USER_ERROR_EXIT_CODE
     except KeyboardInterrupt as interrupt:
         if debug:
             raise
@@ -54,6 +59,18 @@ def run_cli(main: Callable[[list[str]], int], prog: str, argv: list[str] | None 
             print(f"{prog}: error: {one_line(exit_.code)}", file=sys.stderr)
             return USER_ERROR_EXIT_CODE
         raise
+
+
+# An object store's failure as pyarrow's filesystems report it (AWS's SDK, curl, an HTTP status): not
+# the user's mistake, but not a bug either, and no traceback helps; `store_failure_line` says it.
+STORE_FAILURE = re.compile(r"AWS Error|curlCode|HTTP status \d{3}|google::cloud|gcs::")
+
+
+def store_failure_line(error: OSError) -> str:
+    return (
+        f"the object store failed a request ({one_line(error)[:300]}); it may be down or overloaded: "
+        "run the command again when it answers (finished work is kept), or check the endpoint"
+    )
 
 
 # argparse takes `-1e20` for a flag (its own test for negative numbers knows `-5` and `-.5` only) and

@@ -9,9 +9,9 @@ pyarrow then reads back starts with the chunk header (`400\\r\\n...`), and Parqu
 from __future__ import annotations
 
 import contextlib
-import os
 import http.client
 import http.server
+import os
 import socket
 import sys
 import threading

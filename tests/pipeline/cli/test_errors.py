@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pipeline.checkpoint import WEIGHTS_FILE
+from pipeline.cli.errors import run_cli
 from tests.conftest import REPO_ROOT
 from tests.support.tiny_checkpoint import tiny_checkpoint
 
@@ -131,3 +132,21 @@ def test_negative_numbers_in_exponent_form_are_values_not_flags():
     assert with_negative_values_attached(["--lr", "-.5e-3", "--x", "-7"]) == ["--lr=-.5e-3", "--x=-7"]
     # not numbers, or already attached, or after a short flag: left as they were
     assert with_negative_values_attached(["--a=1", "-2e3", "-h", "--b", "-c"]) == ["--a=1", "-2e3", "-h", "--b", "-c"]
+
+
+def test_a_store_failure_is_one_line_and_other_os_errors_are_not_hidden(capsys):
+    """pyarrow's text for a store in trouble, raised from anywhere under a command: one line, exit code 2.
+    Before, a store answering 500 during a listing ended prep in a 30-line traceback."""
+
+    def store_fails(argv):
+        raise OSError("When listing objects under key 'x': AWS Error INTERNAL_FAILURE during ListObjectsV2 operation")
+
+    assert run_cli(store_fails, "python -m pipeline.prep", []) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "the object store failed a request" in said and "ListObjectsV2" in said
+
+    def disk_fails(argv):
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError, match="Input/output error"):
+        run_cli(disk_fails, "python -m pipeline.prep", [])

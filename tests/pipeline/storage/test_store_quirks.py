@@ -57,3 +57,18 @@ def test_a_storage_path_naming_an_object_is_refused(bucket_env):
     with pytest.raises(UserError, match=r"--storage-path s3://audioscale-data/runs/manifest.json: that is an object"):
         check_bucket(bucket_env.uri("runs/manifest.json"), what="--storage-path", write=True)
     check_bucket(bucket_env.uri("runs"), what="--storage-path", write=True)  # its prefix is fine
+
+
+def test_a_store_answering_500_is_one_line_not_a_traceback(bucket_env, tmp_path, capsys):
+    from cluster.rehearsal.fault_proxy import fault_proxy
+    from pipeline.prep.__main__ import COMMAND, main
+
+    with fault_proxy(bucket_env.port) as proxy:
+        proxy.answer(500)
+        uri = bucket_env.uri("raw/audio", port=proxy.port)
+        code = COMMAND.run(main, ["--input", uri, "--output", str(tmp_path / "shards"), "--no-progress"])
+    said = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in said and "Traceback" not in said
+    assert (
+        said.startswith("python -m pipeline.prep: error: --input s3://audioscale-data/raw/audio") and "500" in said
+    ), said
