@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pipeline.checkpoint import WEIGHTS_FILE
-from pipeline.cli.errors import run_cli
+from pipeline.cli import errors
 from tests.conftest import REPO_ROOT
 from tests.support.tiny_checkpoint import tiny_checkpoint
 
@@ -141,7 +141,7 @@ def test_a_store_failure_is_one_line_and_other_os_errors_are_not_hidden(capsys):
     def store_fails(argv):
         raise OSError("When listing objects under key 'x': AWS Error INTERNAL_FAILURE during ListObjectsV2 operation")
 
-    assert run_cli(store_fails, "python -m pipeline.prep", []) == 2
+    assert errors.run_cli(store_fails, "python -m pipeline.prep", []) == 2
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "the object store failed a request" in said and "ListObjectsV2" in said
 
@@ -149,4 +149,4 @@ def test_a_store_failure_is_one_line_and_other_os_errors_are_not_hidden(capsys):
         raise OSError(5, "Input/output error")
 
     with pytest.raises(OSError, match="Input/output error"):
-        run_cli(disk_fails, "python -m pipeline.prep", [])
+        errors.run_cli(disk_fails, "python -m pipeline.prep", [])
