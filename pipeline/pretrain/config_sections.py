@@ -257,13 +257,16 @@ class CheckpointSettings:
     # async: Ray copies the checkpoint to storage in a thread while training goes on; the step with a checkpoint
     # stalled 4.2 s instead of 6.6 s (1.3 GB, local disk; docs/performance.md), and on a bucket the copy dominates.
     checkpoint_upload: str = flag("--checkpoint-upload", "async", "sync or async copy of checkpoints to storage")
+    # A bucket that stops answering is waited for this long, then the run resumes from its last whole
+    # checkpoint (pipeline.pretrain.store_outage); 10 minutes covers a store's restart or a network blip.
+    store_wait_s: float = flag("--store-wait-s", 600.0, "seconds to wait for a storage bucket that stopped answering")
     allow_changed: tuple[str, ...] = flag(
         "--allow-changed", (), "on resume, settings allowed to differ from the checkpoint's, comma-separated flag "
         "names (e.g. lr,warmup-steps); recorded on the run", parse_text=parse_names, to_field=tuple,
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        check_at_least(self, {"checkpoint_every_steps": 1, "num_checkpoints_to_keep": 1})
+        check_at_least(self, {"checkpoint_every_steps": 1, "num_checkpoints_to_keep": 1, "store_wait_s": 0})
         if self.checkpoint_upload not in CHECKPOINT_UPLOADS:
             raise ValueError(f"--checkpoint-upload must be one of {CHECKPOINT_UPLOADS}, got {self.checkpoint_upload!r}")
 

@@ -29,7 +29,7 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from pipeline.checkpoint import META_FILE, WEIGHTS_FILE, read_checkpoint_meta
-from pipeline.cli.errors import UserError
+from pipeline.cli.errors import UserError, one_line
 from pipeline.pretrain import debug_hooks
 from pipeline.pretrain.config import PretrainConfig, ResolvedPretrainConfig
 from pipeline.pretrain.data import check_shards_match_model
@@ -43,6 +43,7 @@ from pipeline.pretrain.preemption import PREEMPTION_CHECKPOINT_METRIC
 from pipeline.pretrain.resources import check_workers_fit
 from pipeline.pretrain.resume import announce_resume_point
 from pipeline.pretrain.resume_check import check_resume
+from pipeline.pretrain.store_outage import is_store_outage, prune_checkpoints, wait_for_store
 from pipeline.pretrain.stored_checkpoints import as_uri, missing_files
 from pipeline.session.ray_session import connect_ray
 from pipeline.shards.crops import check_segments_fit_crop
@@ -156,15 +157,48 @@ def _run_on_ray(
     if allowed_changes:  # the resume's --allow-changed settings, so the run says they changed mid-way
         run.set_tags({"resume_allowed_changes": "; ".join(f"{k} {v}" for k, v in allowed_changes.items())})
     try:
-        with killed_on_interrupt(run):
-            poll_workers_often()
-            result = build_trainer(config, run_callbacks).fit()
+        result = _fit_riding_out_store_outages(config, run, run_callbacks)
     except Exception as error:
         run.finish("FAILED")
         if "://" not in config.checkpoint.storage_path and ran_out_of_space(error):
             raise UserError(out_of_space_message(config.checkpoint.storage_path, config.tracking.run_name)) from error
         raise
     return _finish_run(run, result, config=config, model=model)
+
+
+def _fit_riding_out_store_outages(
+    config: ResolvedPretrainConfig, run, run_callbacks: Sequence[Any]
+) -> ray.train.Result:
+    """Ray Train's fit; when a storage bucket stopped answering ended it, wait for the bucket and fit again
+    under the same run name, which resumes from the newest whole checkpoint (pipeline.pretrain.store_outage),
+    at most --max-failures times. Afterwards the run keeps --keep-checkpoints, as an uninterrupted one does."""
+    storage, resumes_left = config.checkpoint.storage_path, config.compute.max_failures
+    resumed = False
+    while True:
+        try:
+            with killed_on_interrupt(run):
+                poll_workers_often()
+                result = build_trainer(config, run_callbacks).fit()
+            break
+        except Exception as error:
+            if "://" not in storage or resumes_left <= 0 or not is_store_outage(error):
+                raise
+            resumes_left -= 1
+            say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+            say(f"pretrain: the storage bucket stopped answering ({one_line(error)[:200]}); waiting for it (up to "
+                f"{config.checkpoint.store_wait_s / 60:.0f} min), then resuming from the newest whole checkpoint")  # fmt: skip
+            waited = wait_for_store(
+                storage, limit_s=config.checkpoint.store_wait_s, last_step=run.last_step("loss"), say=say
+            )
+            say(f"pretrain: the bucket answers again after {waited:.0f} s; resuming ({resumes_left} more allowed)")
+            announce_resume_point(storage, config.tracking.run_name, say=say)
+            resumed = True
+    if resumed and not config.checkpoint.checkpoint_steps:
+        for path in prune_checkpoints(
+            storage, config.tracking.run_name, keep=config.checkpoint.num_checkpoints_to_keep
+        ):
+            print(f"pretrain: removed {path}, beyond --keep-checkpoints after the resume", file=sys.stderr)
+    return result
 
 
 # A checkpoint holds float32 weights (4 bytes a parameter) and AdamW's two moments (8 more):

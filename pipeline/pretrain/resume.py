@@ -55,6 +55,9 @@ def announce_resume_point(storage_path: str, run_name: str, *, say=print) -> Non
         say(f"resume: skipping checkpoint {path}: {why}")
     if chosen is not None and skipped:
         say(f"resume: resuming from {chosen} instead ({len(skipped)} newer checkpoint(s) skipped)")
+    elif chosen is not None:
+        step = int(str(chosen).rstrip("/").rpartition(CHECKPOINT_PREFIX)[2] or 0)
+        say(f"resume: resuming run {run_name!r} from step {step} ({chosen})")
 
 
 def _newest_verified_in_bucket(storage_path: str, run_name: str) -> tuple[str | None, list[tuple[str, str]]]:

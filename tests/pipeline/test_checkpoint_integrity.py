@@ -117,3 +117,7 @@ def test_the_driver_says_before_training_which_checkpoint_a_rerun_skips(tmp_path
     quiet = []
     announce_resume_point(str(tmp_path), "never-ran", say=quiet.append)
     assert quiet == []
+    _write_checkpoint(run / "checkpoint_step_00000020", 20, seed=20)
+    whole = []
+    announce_resume_point(str(tmp_path), "run-a", say=whole.append)
+    assert whole == [f"resume: resuming run 'run-a' from step 20 ({run / 'checkpoint_step_00000020'})"]
