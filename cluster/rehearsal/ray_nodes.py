@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -30,11 +32,18 @@ JOIN_TIMEOUT_S = 120
 GRACE_S = 5
 
 
+# No per-node metrics servers (they listen on every interface, unauthenticated): a rehearsal reads none.
+NODE_SETTINGS = {"RAY_enable_metrics_collection": "0"}
+# One token per process that starts nodes: its nodes, and every client and job it runs, share it.
+CLUSTER_TOKEN = secrets.token_hex(32)
+
+
 def ray_client_env(**extra: str) -> dict[str, str]:
-    """This environment without $RAY_ADDRESS (it would point the clients elsewhere); token auth off,
-    as for every loopback-only cluster here."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update({"RAY_AUTH_MODE": "disabled", **extra})
+    """This environment without $RAY_ADDRESS (it would point the clients elsewhere), with Ray's token
+    authentication on: the GCS of a `ray start` node listens on every interface whatever
+    --node-ip-address says, so nothing may reach it without the token (`listeners` checks)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": CLUSTER_TOKEN, **extra})
     return env
 
 
@@ -119,7 +128,7 @@ def running_two_nodes(
 ) -> Iterator[TwoNodes]:
     """A head with `head_cpus` and a worker node with `worker_cpus` joined to it; `env` (default:
     ray_client_env()) is the nodes' environment, which every worker process and submitted job inherits."""
-    node_env = env or ray_client_env()
+    node_env = {**(env or ray_client_env()), **NODE_SETTINGS}
     gcs_port = free_ports(1)[0]
     head_temp = tempfile.mkdtemp(prefix="rh-head-", dir="/tmp")
     worker_temp = tempfile.mkdtemp(prefix="rh-node-", dir="/tmp")
@@ -139,6 +148,77 @@ def running_two_nodes(
             _stop(node)
         for folder in (head_temp, worker_temp):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def listeners(nodes: TwoNodes) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every socket the two nodes' processes listen on."""
+    found = set()
+    for process in nodes.head.processes() + nodes.worker.processes():
+        with contextlib.suppress(psutil.Error):
+            for connection in process.net_connections(kind="inet"):
+                if connection.status == psutil.CONN_LISTEN:
+                    found.add((process.name(), connection.laddr.ip, connection.laddr.port))
+    return sorted(found)
+
+
+# The head's two Prometheus endpoints (ray/dashboard/head.py, ray/autoscaler/v2/monitor.py): Ray binds them
+# to every interface unless the head's own address is loopback, which a node that others join cannot have.
+# Read-only metrics, no way to run code; cluster/README.md says to keep these ports behind the firewall.
+HEAD_METRICS_PORTS = (44217, 44227)
+
+
+def _http_status(port: int) -> int | None:
+    """The status of GET / without a token, or None when the port does not speak HTTP."""
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/")
+        return connection.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+
+
+def _grpc_codes(port: int) -> set[str]:
+    """What a GCS and a raylet method answer without a token on `port` (UNAUTHENTICATED: refused)."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc, node_manager_pb2, node_manager_pb2_grpc
+
+    codes = set()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        for call, request in (
+            (gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetAllNodeInfo, gcs_service_pb2.GetAllNodeInfoRequest()),
+            (node_manager_pb2_grpc.NodeManagerServiceStub(channel).GetNodeStats, node_manager_pb2.GetNodeStatsRequest()),
+        ):  # fmt: skip
+            try:
+                call(request, timeout=10)
+                codes.add("OK")
+            except grpc.RpcError as error:
+                codes.add(error.code().name)
+    return codes
+
+
+def audit_listeners(nodes: TwoNodes) -> dict:
+    """Every socket the nodes listen on; each one beyond loopback called without the token. Raises
+    RuntimeError when one of them answers a client without the token (beyond the head's metrics)."""
+    found = listeners(nodes)
+    beyond = [(name, address, port) for name, address, port in found if not _loopback(address)]
+    refused, metrics, unverified, open_ = [], [], [], []
+    for _, _, port in beyond:
+        status = _http_status(port)
+        if status is not None:
+            (metrics if port in HEAD_METRICS_PORTS else refused if status in (401, 403) else open_).append(port)
+            continue
+        codes = _grpc_codes(port)
+        (open_ if "OK" in codes else refused if "UNAUTHENTICATED" in codes else unverified).append(port)
+    if open_:
+        raise RuntimeError(f"listeners beyond loopback that answer without the token: {sorted(set(open_))} ({beyond})")
+    return {
+        "listeners": len(found), "beyond_loopback": len(beyond), "refused_without_token": len(refused),
+        "head_metrics_unauthenticated": len(metrics), "grpc_not_probed": len(unverified),
+    }  # fmt: skip
+
+
+def _loopback(address: str) -> bool:
+    return address.startswith("127.") or address in ("::1", "::ffff:127.0.0.1")
 
 
 def alive_nodes(gcs: str) -> int:
