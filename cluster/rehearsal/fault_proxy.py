@@ -2,7 +2,8 @@
 keeps its state in memory, so a stopped and restarted store is an empty one, while a real bucket
 keeps what it had. Clients use the proxy's port as the endpoint; the proxy can then
 
-- `cut()`: drop every open connection and refuse new ones (the store went away mid-upload);
+- `cut()`: drop every open connection and refuse new ones (the store went away mid-upload); it says how
+  many of them were moving bytes at that moment, so a fault can prove it landed;
 - `resume()`: accept again (the store is back, with everything it had before the cut);
 - `throttle(bytes_per_s)`: pass at most that many bytes per second each way (slow storage);
 - `answer(status)`: answer every new request with that HTTP status and an empty body, as a store in
@@ -27,6 +28,7 @@ class FaultProxy:
         self.target_port = target_port
         self.port = 0
         self._open: set[socket.socket] = set()
+        self._last_bytes_at: dict[socket.socket, float] = {}  # connection -> when it last carried bytes
         self._lock = threading.Lock()
         self._bytes_per_s: float | None = None
         self._status: int | None = None
@@ -40,18 +42,22 @@ class FaultProxy:
         self.port = self._listener.getsockname()[1]
         threading.Thread(target=self._accept, args=(self._listener,), name="fault-proxy-accept", daemon=True).start()
 
-    def cut(self) -> None:
-        """Drop every open connection and stop listening: new connections are refused."""
+    def cut(self, busy_within_s: float = 1.0) -> int:
+        """Drop every open connection and stop listening: new connections are refused. Returns how many
+        dropped connections carried bytes within the last `busy_within_s` (transfers cut mid-way)."""
         # shutdown first: close() alone leaves the socket listening while a thread is blocked in accept().
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._lock:
             connections, self._open = self._open, set()
+        now = time.monotonic()
+        busy = sum(1 for connection in connections if now - self._last_bytes_at.get(connection, 0.0) < busy_within_s)
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
                 connection.close()
+        return busy
 
     def resume(self) -> None:
         self._listen()
@@ -105,7 +111,9 @@ class FaultProxy:
                     time.sleep(len(data) / limit)
                 sink.sendall(data)
                 self.bytes_passed += len(data)
+                self._last_bytes_at[source] = self._last_bytes_at[sink] = time.monotonic()
         for end in (source, sink):
+            self._last_bytes_at.pop(end, None)
             with contextlib.suppress(OSError):
                 end.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from cluster.rehearsal import faults, stages, study_job
 from cluster.rehearsal.audio import write_pitch_task, write_pretraining_audio
 from cluster.rehearsal.object_store import running_object_store
+from cluster.rehearsal.ray_nodes import CLUSTER_TOKEN
 from cluster.rehearsal.tracking_server import running_tracking_server
 
 # (name, what it exercises, the stage, the stages it needs)
@@ -30,9 +32,12 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      stages.artifacts_in_bucket, ("exact resume",)),
     ("cut mid-upload", "the store goes away while a checkpoint is copied: said, never resumed from or evaluated",
      faults.store_cut_mid_upload, ("prep",)),
+    ("store outage", f"the store away for {faults.OUTAGE_S:.0f} s mid-run: waited for, resumed, the same final loss",
+     faults.store_outage, ("exact resume",)),
     ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
      faults.bucket_faults, ()),
-    ("study job", "a study submitted to two Ray nodes, all storage remote; the worker node killed mid-trial",
+    ("two-node jobs", "two Ray nodes with token auth (listeners audited): prep of bucket audio and of tar shards "
+     "equal to a local prep; a study, all storage remote, its worker node killed mid-trial",
      study_job.study_on_two_nodes, ()),
 ]  # fmt: skip
 
@@ -70,7 +75,7 @@ def run_rehearsal(work: Path, *, only: tuple[str, ...] = (), say: Callable[[str]
     report = Report()
     wanted = _with_needs(only) if only else [name for name, *_ in STAGES]
     say(f"[rehearsal] starting the object store and the tracking server in {work}")
-    with servers(work) as rehearsal:
+    with ray_token_auth(), servers(work) as rehearsal:
         say(f"[rehearsal] store {rehearsal.store.endpoint}, bucket {rehearsal.store.bucket}; "
             f"MLflow {rehearsal.server.uri} (basic-auth)")  # fmt: skip
         todo = [stage for stage in STAGES if stage[0] in wanted]
@@ -90,6 +95,22 @@ def run_rehearsal(work: Path, *, only: tuple[str, ...] = (), say: Callable[[str]
                 continue
             say(f"[rehearsal] {index}/{len(todo)} {name}: ok in {time.monotonic() - started:.0f} s")
     return report
+
+
+@contextlib.contextmanager
+def ray_token_auth() -> Iterator[None]:
+    """Token authentication for every Ray client of this process too (the job status checks), as for the
+    nodes and the commands the rehearsal starts; the environment as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=CLUSTER_TOKEN)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _with_needs(names: tuple[str, ...]) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cluster.rehearsal.commands import Outcome, Running, require_success, run_command, start_command
 from cluster.rehearsal.object_store import ObjectStore
+from cluster.rehearsal.ray_nodes import CLUSTER_TOKEN
 from cluster.rehearsal.tracking_server import TrackingServer
 
 # A debug-size model and a run short enough for 2 CPU cores: 8 steps, checkpoints at 3 and 6 (and 8).
@@ -40,8 +41,9 @@ class Rehearsal:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The variables a cluster node has: the store's credentials and endpoint, the tracking server's
-        address and login, Ray's auth mode."""
-        return {**self.store.env(), **self.server.client_env(), "RAY_AUTH_MODE": "disabled", **extra}
+        address and login, Ray's token authentication (one token for every Ray the rehearsal starts)."""
+        ray_auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": CLUSTER_TOKEN}
+        return {**self.store.env(), **self.server.client_env(), **ray_auth, **extra}
 
     def run(self, name: str, argv: list[str], **extra_env: str) -> Outcome:
         return run_command(argv, env=self.env(**extra_env), log_dir=self.work / "logs", name=name)

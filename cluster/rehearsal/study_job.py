@@ -1,4 +1,7 @@
-"""The rehearsal's study: `sweeps.scaling` submitted with `ray job submit` to two Ray nodes, its shards,
+"""The rehearsal's jobs on two Ray nodes (token authentication, every listener audited first: `ray_nodes`):
+prep of audio held only in the bucket, as files and as tar shards (`prep_jobs`), then the study.
+
+The study: `sweeps.scaling` submitted with `ray job submit` to two Ray nodes, its shards,
 Ray storage and MLflow artifacts in the bucket, its runs on the tracking server, and the worker node
 killed while a trial trains.
 
@@ -32,7 +35,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from cluster.rehearsal.commands import REPO_ROOT, require_success
-from cluster.rehearsal.ray_nodes import TwoNodes, ray_client_env, running_two_nodes
+from cluster.rehearsal.prep_jobs import prep_on_two_nodes
+from cluster.rehearsal.ray_nodes import TwoNodes, audit_listeners, ray_client_env, running_two_nodes
 from cluster.rehearsal.stages import Rehearsal, RehearsalFailed, expect
 
 T = TypeVar("T")
@@ -217,6 +221,9 @@ def study_on_two_nodes(rehearsal: Rehearsal) -> dict:
     logs = rehearsal.work / "logs"
     started = time.monotonic()
     with running_two_nodes(logs, head_cpus=HEAD_CPUS, worker_cpus=WORKER_CPUS, env=node_env) as nodes:
+        listened = audit_listeners(nodes)
+        with _client_env(rehearsal):
+            prepped = prep_on_two_nodes(rehearsal, nodes, node_env)
         # Another Ray on this machine (a test session's) makes Ray's own clients in the workers ask which.
         job_env["RAY_ADDRESS"] = nodes.gcs
         with _head_held(nodes, HEAD_CPUS, logs) as holder, _client_env(rehearsal):
@@ -247,6 +254,8 @@ def study_on_two_nodes(rehearsal: Rehearsal) -> dict:
         facts = _check_ledger(rehearsal, trials, last, in_flight)
         facts |= _check_finished_study_commands(rehearsal)
     return {
+        **listened,
+        **prepped,
         "command": " ".join(study_argv(rehearsal)),
         "seconds": time.monotonic() - started,
         "trials": len(trials),

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import ray
 from ray._private import ray_constants
+
+from pipeline.cli.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipeline", "models", "sweeps")
@@ -48,16 +52,45 @@ def connect_ray(address: str | None = None, *, num_cpus: int | None = None) -> b
     elif os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=False)
     else:
-        with loopback_only():
-            ray.init(
-                address="local",
-                num_cpus=num_cpus,
-                object_store_memory=local_object_store_bytes(),
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
-            )
+        start_local_ray(num_cpus)
     return True
+
+
+# Ray gives a starting node 30 s to register (ray/_private/node.py, not configurable): on a loaded 2-core
+# machine that is sometimes not enough, though the same start succeeds moments later.
+LOCAL_START_ATTEMPTS, LOCAL_START_PAUSE_S = 3, 10.0
+STARTUP_TIMEOUT_TEXT = "timed out during startup"
+
+
+def start_local_ray(num_cpus: int | None, *, say=lambda line: print(line, file=sys.stderr, flush=True)) -> None:
+    """A private local instance (see the module docstring); a start that times out on a busy machine is
+    tried again, and after LOCAL_START_ATTEMPTS ends in one line instead of Ray's traceback."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            with loopback_only():
+                ray.init(
+                    address="local",
+                    num_cpus=num_cpus,
+                    object_store_memory=local_object_store_bytes(),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+                )
+            return
+        except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception for this one
+            if STARTUP_TIMEOUT_TEXT not in str(error):
+                raise
+            ray.shutdown()  # what the half-started node left
+            if attempt == LOCAL_START_ATTEMPTS:
+                raise UserError(
+                    f"a local Ray did not start: its node did not register within Ray's 30 s, {attempt} times "
+                    "(the machine is busy: load average "
+                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores); run the command again when it is less loaded"
+                ) from None
+            say(
+                f"ray: the local Ray did not start within Ray's 30 s (a busy machine); trying again in {LOCAL_START_PAUSE_S:.0f} s"
+            )
+            time.sleep(LOCAL_START_PAUSE_S)
 
 
 @contextlib.contextmanager

@@ -56,7 +56,14 @@ def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_serv
     cut = report.results["cut mid-upload"]
     assert cut["cut_after_s"] > 0 and ("did not reach --storage-path whole" in cut["said"] or cut["incomplete"] == 0)
     assert not (tmp_path / "s3:").exists()
-    assert any("7/8 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
-    study = report.results["study job"]
-    assert study["trials"] == 4 and study["child_runs"] == 4 and study["resumed_from"] > 0
-    assert "resubmitted with --resume" in study["stopped"] and "worker node" in study["killed"]
+    assert cut["transfers_cut"] > 0  # the cut landed on a transfer
+    outage = report.results["store outage"]
+    assert (
+        outage["kept"] == [f"checkpoint_step_{step:08d}" for step in (6, 8)] and "stopped answering" in outage["said"]
+    )
+    assert any("8/9 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
+    jobs = report.results["two-node jobs"]
+    assert jobs["trials"] == 4 and jobs["child_runs"] == 4 and jobs["resumed_from"] > 0
+    assert "resubmitted with --resume" in jobs["stopped"] and "worker node" in jobs["killed"]
+    assert jobs["prep_audio"].startswith("24 inputs") and jobs["prep_tars"].startswith("24 inputs")
+    assert jobs["refused_without_token"] >= 2 and jobs["beyond_loopback"] > 0  # the GCS and the raylet among them

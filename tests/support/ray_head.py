@@ -7,7 +7,8 @@ process only: a `ray stop` would stop every Ray instance on the machine.
 Its own short --temp-dir also keeps `ray_current_cluster` out of /tmp/ray: left there after the
 head stops, it makes every later `ray.init(num_cpus=...)` on the machine try to join it.
 With clusters switched off ($RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, as pipeline.session.ray_session does for
-its own local Ray) the node's IP is 127.0.0.1: auth is off, so nothing may listen outward.
+its own local Ray) the node's IP is 127.0.0.1, so nothing listens outward; its clients use the head's
+auth mode (token by default, `cluster.rehearsal.ray_nodes.ray_client_env`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ GRACE_S = 5  # a head that ran no Ray Train job stops in ~2 s
 
 
 def ray_subprocess_env(**extra: str) -> dict[str, str]:
-    """This environment without $RAY_ADDRESS (it would point the clients elsewhere), auth off as everywhere here."""
+    """This environment without $RAY_ADDRESS (it would point the clients elsewhere), with the token of this
+    process's Ray nodes."""
     return ray_client_env(**extra)
 
 
@@ -55,7 +57,7 @@ def running_ray_head(log_dir: Path, *, num_cpus: int = 2, env: dict[str, str] | 
         head = subprocess.Popen(command, env=head_env, stdout=log, stderr=subprocess.STDOUT)
     address = f"http://127.0.0.1:{dashboard}"
     try:
-        _wait_for_job_api(head, address, log_path)
+        _wait_for_job_api(head, address, log_path, head_env)
         yield address
     finally:
         _stop_head(head, temp_dir)
@@ -94,9 +96,10 @@ def _kill_leftovers(temp_dir: str) -> None:
                 process.kill()
 
 
-def _wait_for_job_api(head: subprocess.Popen, address: str, log_path: Path) -> None:
+def _wait_for_job_api(head: subprocess.Popen, address: str, log_path: Path, env: dict[str, str]) -> None:
+    """The job API answers a client in the head's own auth mode."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while subprocess.run(["ray", "job", "list", "--address", address], env=ray_subprocess_env(),
+    while subprocess.run(["ray", "job", "list", "--address", address], env=env,
                          capture_output=True, check=False).returncode != 0:  # fmt: skip
         if head.poll() is not None:
             raise RuntimeError(f"ray start exited with {head.returncode}: {log_path.read_text()[-3000:]}")
