@@ -65,7 +65,8 @@ def main() -> None:
             killed.append(timed_prep(audio, work / f"cut-{repeat}", kill_after=batches // 2))
             resumed.append(timed_prep(audio, work / f"cut-{repeat}"))
             equal.append(
-                read_manifest(work / f"cut-{repeat}")["part_files"] == read_manifest(work / f"whole-{repeat}")["part_files"]
+                read_manifest(work / f"cut-{repeat}")["part_files"]
+                == read_manifest(work / f"whole-{repeat}")["part_files"]
             )
         median = statistics.median
         print(f"{args.minutes:g} min of audio in {batches} batches, {args.repeats} runs of each (medians):")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cluster.rehearsal import stages, study_job
+from cluster.rehearsal import prep_jobs, stages, study_job
 from cluster.rehearsal.object_store import Credentials, ObjectStore
 from cluster.rehearsal.tracking_server import TrackingServer, server_argv
 
@@ -41,6 +41,9 @@ def documented_commands() -> list[str]:
         stages.prep_argv(rehearsal),
         stages.pretrain_argv(rehearsal, "uninterrupted"),
         stages.evaluate_argv(rehearsal, checkpoint),
+        prep_jobs.prep_argv(
+            rehearsal.store.uri(prep_jobs.AUDIO_PREFIX), rehearsal.store.uri(prep_jobs.SHARD_PREFIXES["audio"])
+        ),
         study_job.study_argv(rehearsal),
     ]
     return [shlex.join(argv) for argv in argvs]

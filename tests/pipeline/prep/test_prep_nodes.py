@@ -1,6 +1,6 @@
-"""Prep on a cluster of two nodes (simulated on this machine): audio in a bucket is read by tasks on both
-nodes and makes the shards a one-node local prep makes, byte for byte; a folder of the driver's machine
-is read on the driver's node only, said once, rather than half read by nodes that cannot see it."""
+"""Prep on a cluster of two nodes (simulated on this machine): a folder of the driver's machine is read on
+the driver's node only, said once, rather than half read by nodes that cannot see it. Audio in a bucket,
+read by tasks on both nodes as Ray jobs, is the cluster rehearsal's "two-node jobs" stage."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import read_manifest
 from tests.conftest import REPO_ROOT
 from tests.support.prep_helpers import write_clips
@@ -37,21 +36,3 @@ def test_a_local_folder_on_a_two_node_cluster_is_read_on_the_drivers_node_only(t
     assert "every task runs on this node" in said and "put the audio and the shards in a bucket" in said
     assert len(result["batch_nodes"]) == 8 and set(result["batch_nodes"].values()) == {result["driver_node"]}
     assert read_manifest(tmp_path / "shards")["num_inputs"] == FILES
-
-
-@pytest.mark.slow
-def test_a_bucket_on_two_nodes_makes_the_shards_of_a_one_node_local_prep(ray_local, bucket_env, tmp_path):
-    """Audio and shards in the bucket, tasks on both nodes: the same part files, byte for byte, and the same
-    manifest as a local prep of the same audio on one node."""
-    audio = write_clips(tmp_path / "audio", FILES)
-    for path in sorted(audio.iterdir()):
-        bucket_env.client().upload_file(str(path), bucket_env.bucket, f"nodes/audio/{path.name}")
-    result, said = _prep_on_two_nodes(bucket_env.uri("nodes/audio"), bucket_env.uri("nodes/shards"))
-    assert "every task runs on this node" not in said
-    assert len(set(result["batch_nodes"].values())) == 2  # both nodes read from the bucket
-    local = run_prep(PrepConfig(input_path=audio, output_dir=tmp_path / "local", segment_s=2.0, show_progress=False))
-    remote = read_manifest(bucket_env.uri("nodes/shards"))
-    assert remote["part_files"] == local.manifest["part_files"]
-    # Not the fingerprint: it names the inputs by their times too, and an object's is its upload's.
-    for key in ("num_inputs", "num_rows", "total_hours", "mean", "std", "rows_by_split"):
-        assert remote[key] == local.manifest[key], key
