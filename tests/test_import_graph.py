@@ -22,6 +22,7 @@ RAY_MODULES = {
     "pipeline.session.ray_session",
     "pipeline.prep.run",
     "pipeline.prep.featurize",
+    "pipeline.prep.placement",  # which nodes see a local folder: tasks pinned to each
     "pipeline.pretrain.driver",
     "pipeline.pretrain.loop",
     "pipeline.pretrain.worker_setup",

@@ -17,6 +17,7 @@ import dataclasses
 import http.client
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -124,10 +125,17 @@ class TwoNodes:
 
 @contextlib.contextmanager
 def running_two_nodes(
-    log_dir: Path, *, head_cpus: int, worker_cpus: int, env: dict[str, str] | None = None
+    log_dir: Path,
+    *,
+    head_cpus: int,
+    worker_cpus: int,
+    env: dict[str, str] | None = None,
+    hidden_from_worker: tuple[Path, ...] = (),
 ) -> Iterator[TwoNodes]:
     """A head with `head_cpus` and a worker node with `worker_cpus` joined to it; `env` (default:
-    ray_client_env()) is the nodes' environment, which every worker process and submitted job inherits."""
+    ray_client_env()) is the nodes' environment, which every worker process and submitted job inherits.
+    `hidden_from_worker`: folders the worker node sees empty (an empty tmpfs mounted over each in a mount
+    namespace of its own), as a second machine that shares no disk with the head sees them."""
     node_env = {**(env or ray_client_env()), **NODE_SETTINGS}
     gcs_port = free_ports(1)[0]
     head_temp = tempfile.mkdtemp(prefix="rh-head-", dir="/tmp")
@@ -139,7 +147,9 @@ def running_two_nodes(
     try:
         nodes.append(_start(head_argv, env=node_env, log_path=log_dir / "ray-head.log", temp_dir=head_temp))
         _wait_for_job_api(nodes[0], job_api)
-        worker_argv = _node_argv(worker_temp, num_cpus=worker_cpus, head_port=None, gcs=gcs)
+        worker_argv = _hiding(
+            hidden_from_worker, _node_argv(worker_temp, num_cpus=worker_cpus, head_port=None, gcs=gcs)
+        )
         nodes.append(_start(worker_argv, env=node_env, log_path=log_dir / "ray-worker-node.log", temp_dir=worker_temp))
         _wait_for_nodes(gcs, 2, nodes[1])
         yield TwoNodes(gcs=gcs, job_api=job_api, head=nodes[0], worker=nodes[1])
@@ -148,6 +158,14 @@ def running_two_nodes(
             _stop(node)
         for folder in (head_temp, worker_temp):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _hiding(folders: tuple[Path, ...], argv: list[str]) -> list[str]:
+    """`argv` run in a private mount namespace in which each folder is an empty tmpfs (needs root)."""
+    if not folders:
+        return argv
+    mounts = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in folders)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{mounts}exec {shlex.join(argv)}"]
 
 
 def listeners(nodes: TwoNodes) -> list[tuple[str, str, int]]:

@@ -32,6 +32,7 @@ from pipeline.prep.output import (
     write_manifest,
     write_rejected,
 )
+from pipeline.prep.placement import task_placement
 from pipeline.prep.ranges import DEFAULT_MAX_RANGE_S, WorkItem, plan_work_items
 from pipeline.session.ray_session import connect_ray
 from pipeline.shards.format import read_manifest
@@ -148,28 +149,6 @@ def _resume_or_start(location, *, fingerprint: str, work: list[WorkItem], num_cp
     return batch_items, {}
 
 
-def _tasks_stay_on_this_node(config: PrepConfig, readable: list[InputFile]) -> dict:
-    """Ray's scheduling for the batch tasks: anywhere in the cluster, unless the audio or the output is a
-    folder of this machine and the cluster has other nodes, which cannot see it. Then every task runs
-    here, and prep says so, rather than half the tasks failing to find the files."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    local = [what for what, is_local in (("--input", any(not is_uri(item.path) for item in readable)),
-                                          ("--output", not is_uri(config.output_dir))) if is_local]  # fmt: skip
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
-    if not local or len(nodes) < 2:
-        return {}
-    here = ray.get_runtime_context().get_node_id()
-    print(
-        f"prep: {' and '.join(local)} {'is a folder' if len(local) == 1 else 'are folders'} on this machine and the "
-        f"cluster has {len(nodes)} nodes: every task runs on this node ({here[:12]}); put the audio and the "
-        "shards in a bucket (s3://...) to use the others",
-        file=sys.stderr,
-    )
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=here, soft=False)}
-
-
 class FilesBar:
     """One progress bar counted in input files, with the hours of audio made so far; redrawn at most every
     2 s, so a log file (no terminal) gets a few lines, not hundreds. `shown` False: silent."""
@@ -267,7 +246,7 @@ def _featurize_on_ray(config: PrepConfig, readable: list[InputFile], fingerprint
 
         with FilesBar(len(readable), shown=config.show_progress, start=ledger.progress()) as bar:
             remaining = [batch for batch in batches if batch.first_item not in done]
-            _run_batches(config, remaining, _tasks_stay_on_this_node(config, readable), on_record)
+            _run_batches(config, remaining, task_placement(config.output_dir, readable), on_record)
     finally:
         if started_ray:
             ray.shutdown()

@@ -190,7 +190,9 @@ def _fit_riding_out_store_outages(
             waited = wait_for_store(
                 storage, limit_s=config.checkpoint.store_wait_s, last_step=run.last_step("loss"), say=say
             )
-            say(f"pretrain: the bucket answers again after {waited:.0f} s; resuming ({resumes_left} more allowed)")
+            used = config.compute.max_failures - resumes_left
+            say(f"pretrain: the bucket answers again after {waited:.0f} s; resuming (resume {used} of --max-failures "
+                f"{config.compute.max_failures})")  # fmt: skip
             announce_resume_point(storage, config.tracking.run_name, say=say)
             resumed = True
     if resumed and not config.checkpoint.checkpoint_steps:

@@ -31,7 +31,7 @@ from ray._private import ray_constants
 
 from pipeline.cli.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # pipeline/session/ray_session.py -> the checkout
 PACKAGES = ("pipeline", "models", "sweeps")
 CLUSTER_SWITCH_ENV = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER
 
