@@ -98,9 +98,10 @@ def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
     return set(read_json(rehearsal, f"{folder}/model.json").get("sha256", {})) <= set(files)
 
 
-# Longer than the AWS SDK's own retries (a 25 s cut was ridden out by them, a 70 s one ended Ray Train's
-# fit before the driver waited for the store), shorter than --store-wait-s's default.
-OUTAGE_S = 60.0
+# Long enough to take in the next checkpoint's upload and registration (3 steps after the first
+# checkpoint, ~10 s here), which the AWS SDK's own retries do not outlast; the stage fails loudly if the
+# outage reached no storage request. Shorter than --store-wait-s's default.
+OUTAGE_S = 40.0
 
 
 def store_outage(rehearsal: Rehearsal) -> dict:

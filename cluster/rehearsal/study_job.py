@@ -147,7 +147,10 @@ def _poll_the_running_job(nodes: TwoNodes, job: str, awaited: str, found: Callab
         if status not in ("RUNNING", "PENDING"):
             raise RehearsalFailed(f"the study job is {status} before {awaited}:\n{_job_logs(nodes, job)[-3000:]}")
         if time.monotonic() > deadline:
-            raise RehearsalFailed(f"still waiting for {awaited} after {CHECKPOINT_TIMEOUT_S} s")
+            raise RehearsalFailed(
+                f"still waiting for {awaited} after {CHECKPOINT_TIMEOUT_S} s; the job's log ends:\n"
+                f"{_job_logs(nodes, job)[-3000:]}"
+            )
         time.sleep(every_s)
     return answer
 
