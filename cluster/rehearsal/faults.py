@@ -98,37 +98,39 @@ def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
     return set(read_json(rehearsal, f"{folder}/model.json").get("sha256", {})) <= set(files)
 
 
-# Long enough to take in the next checkpoint's upload and registration (3 steps after the first
-# checkpoint, ~10 s here), which the AWS SDK's own retries do not outlast; the stage fails loudly if the
-# outage reached no storage request. Shorter than --store-wait-s's default.
-OUTAGE_S = 40.0
+# The outage lasts until the run says it is waiting for the store (so it certainly reached a storage
+# request: the next checkpoint's upload or its registration, which the AWS SDK's own retries do not
+# outlast), then OUTAGE_TAIL_S more; a run that has not said so after OUTAGE_LIMIT_S fails the stage.
+# A fixed 40 s outage once ended before the run's next storage request, and proved nothing.
+OUTAGE_LIMIT_S, OUTAGE_TAIL_S = 240.0, 10.0
 
 
 def store_outage(rehearsal: Rehearsal) -> dict:
-    """The store goes away for OUTAGE_S once the run has its first checkpoint, and comes back with what it
-    had. The driver must say it waits, resume from the newest whole checkpoint, end with the loss of the
-    uninterrupted run of the same command, and keep --keep-checkpoints (2) checkpoints."""
+    """The store goes away once the run has its first checkpoint, until the run says it waits for it, and
+    comes back with what it had. The driver must resume from the newest whole checkpoint, end with the
+    loss of the uninterrupted run of the same command, and keep --keep-checkpoints (2) checkpoints."""
     store = rehearsal.store
     with fault_proxy(store.port) as proxy:
         argv = pretrain_argv(rehearsal, "outage")
         argv[argv.index("--storage-path") + 1] = store.uri(RUNS_PATH, port=proxy.port)
         running = rehearsal.start("store-outage", argv)
-        cut_at = None
+        cut_at, outage_s = None, 0.0
         while running.process.poll() is None and cut_at is None:
             if checkpoints_in_bucket(rehearsal, "outage"):
                 proxy.cut()
                 cut_at = time.monotonic() - running.started
-                time.sleep(OUTAGE_S)
+                outage_s = _hold_until_said(running, "stopped answering", limit_s=OUTAGE_LIMIT_S) + OUTAGE_TAIL_S
+                time.sleep(OUTAGE_TAIL_S)
                 proxy.resume()
             time.sleep(0.2)
         outcome = running.finish()
     expect(cut_at is not None, "the run ended before its first checkpoint: no outage happened")
+    waited = outcome.last_line("stopped answering")
+    expect(waited != "", f"no storage request of the run fell in the {outage_s:.0f} s outage: nothing was tested")
     expect(
         outcome.returncode == 0,
         f"the run did not survive the outage (exit {outcome.returncode}):\n{outcome.output[-2500:]}",
     )
-    waited = outcome.last_line("stopped answering")
-    expect(waited != "", "the outage reached no storage request of the run: nothing was tested (make it longer)")
     expect("answers again" in outcome.output, "the run did not say the store came back")
     uninterrupted = (rehearsal.work / "logs" / "pretrain-uninterrupted.log").read_text()
     same_loss = _final_loss(outcome.output) == _final_loss(uninterrupted)
@@ -137,8 +139,18 @@ def store_outage(rehearsal: Rehearsal) -> dict:
     )
     kept = sorted(folder.rpartition("/")[2] for folder in checkpoints_in_bucket(rehearsal, "outage"))
     expect(len(kept) == 2, f"--keep-checkpoints 2, but the bucket holds {kept}")
-    return {"cut_after_s": round(cut_at, 1), "outage_s": OUTAGE_S, "seconds": outcome.seconds,
+    return {"cut_after_s": round(cut_at, 1), "outage_s": round(outage_s, 1), "seconds": outcome.seconds,
             "said": waited[:120], "final_loss": _final_loss(outcome.output), "kept": kept}  # fmt: skip
+
+
+def _hold_until_said(running, words: str, *, limit_s: float) -> float:
+    """Seconds until the running command's log holds `words` (or it ended, or `limit_s` passed)."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s and running.process.poll() is None:
+        if words in running.log_path.read_text(errors="replace"):
+            break
+        time.sleep(0.5)
+    return time.monotonic() - started
 
 
 def _final_loss(output: str) -> str:

@@ -32,7 +32,7 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      stages.artifacts_in_bucket, ("exact resume",)),
     ("cut mid-upload", "the store goes away while a checkpoint is copied: said, never resumed from or evaluated",
      faults.store_cut_mid_upload, ("prep",)),
-    ("store outage", f"the store away for {faults.OUTAGE_S:.0f} s mid-run: waited for, resumed, the same final loss",
+    ("store outage", "the store away mid-run until the run waits for it: resumed, the same final loss",
      faults.store_outage, ("exact resume",)),
     ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
      faults.bucket_faults, ()),
