@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from cluster.rehearsal.commands import REPO_ROOT
-from cluster.rehearsal.ray_nodes import TwoNodes
+from cluster.rehearsal.ray_nodes import TwoNodes, job_client
 from cluster.rehearsal.stages import Rehearsal, expect
 
 AUDIO_PREFIX, TARS_PREFIX = "raw/audio", "raw/tars"
@@ -51,14 +51,12 @@ def _upload(rehearsal: Rehearsal, folder: Path, prefix: str) -> None:
 
 def _job(nodes: TwoNodes, name: str, argv: list[str], node_env: dict[str, str]) -> str:
     """Submit `argv` as a Ray job, wait for its end; its log."""
-    from ray.job_submission import JobSubmissionClient
-
     submit = ["ray", "job", "submit", "--address", nodes.job_api, "--submission-id", name, "--no-wait",
               "--working-dir", str(REPO_ROOT), "--runtime-env-json", '{"excludes": [".git", ".venv", "*.pyc"]}',
               "--", *argv]  # fmt: skip
     submitted = subprocess.run(submit, env=node_env, capture_output=True, text=True, timeout=300, check=False)
     expect(submitted.returncode == 0, f"ray job submit failed: {submitted.stdout[-2000:]}{submitted.stderr[-2000:]}")
-    client, deadline = JobSubmissionClient(nodes.job_api), time.monotonic() + PREP_TIMEOUT_S
+    client, deadline = job_client(nodes), time.monotonic() + PREP_TIMEOUT_S
     while (status := str(client.get_job_status(name).value)) in ("RUNNING", "PENDING"):
         expect(time.monotonic() < deadline, f"the prep job {name} is still {status} after {PREP_TIMEOUT_S} s")
         time.sleep(2)

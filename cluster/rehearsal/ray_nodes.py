@@ -168,6 +168,14 @@ def _hiding(folders: tuple[Path, ...], argv: list[str]) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{mounts}exec {shlex.join(argv)}"]
 
 
+def job_client(nodes: TwoNodes):
+    """Ray's job client for the nodes' job API, the token in its headers: a process whose own Ray was set
+    up in another auth mode (a test session's) caches that mode and would send none."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(nodes.job_api, headers={"Authorization": f"Bearer {CLUSTER_TOKEN}"})
+
+
 def listeners(nodes: TwoNodes) -> list[tuple[str, str, int]]:
     """(process name, address, port) of every socket the two nodes' processes listen on."""
     found = set()

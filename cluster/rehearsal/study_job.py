@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from cluster.rehearsal.commands import REPO_ROOT, require_success
 from cluster.rehearsal.prep_jobs import prep_on_two_nodes
-from cluster.rehearsal.ray_nodes import TwoNodes, audit_listeners, ray_client_env, running_two_nodes
+from cluster.rehearsal.ray_nodes import TwoNodes, audit_listeners, job_client, ray_client_env, running_two_nodes
 from cluster.rehearsal.stages import Rehearsal, RehearsalFailed, expect
 
 T = TypeVar("T")
@@ -116,15 +116,11 @@ def _client_env(rehearsal: Rehearsal) -> Iterator[None]:
 
 
 def _job_status(nodes: TwoNodes, job: str) -> str:
-    from ray.job_submission import JobSubmissionClient
-
-    return str(JobSubmissionClient(nodes.job_api).get_job_status(job).value)
+    return str(job_client(nodes).get_job_status(job).value)
 
 
 def _job_logs(nodes: TwoNodes, job: str) -> str:
-    from ray.job_submission import JobSubmissionClient
-
-    return JobSubmissionClient(nodes.job_api).get_job_logs(job)
+    return job_client(nodes).get_job_logs(job)
 
 
 def _trial_checkpoints(rehearsal: Rehearsal) -> dict[str, set[str]]:

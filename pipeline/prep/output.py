@@ -62,17 +62,7 @@ def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: di
         return False
     if found.type != pafs.FileType.Directory:
         raise OutputConflictError(f"--output {output_dir} exists and is not a directory")
-    foreign = [
-        name
-        for name in _entry_names(location)
-        if name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME, progress.PROGRESS_DIR)
-        and not fnmatch.fnmatchcase(name, PART_GLOB)
-    ]
-    if foreign:
-        raise OutputConflictError(
-            f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
-            f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty directory"
-        )
+    _refuse_foreign_files(location, output_dir)
     manifest_text = location.read_text(MANIFEST_NAME)
     if manifest_text is not None and not overwrite:
         try:
@@ -112,6 +102,21 @@ def prepare_output_dir(output_dir: str | Path, *, fingerprint: str, settings: di
         return False  # a run of these inputs and settings cut short: continued, not cleared
     clear_output_dir(output_dir)
     return False
+
+
+def _refuse_foreign_files(location: ShardLocation, output_dir: str | Path) -> None:
+    """Prep never replaces what it did not write: anything but its own files is an error naming them."""
+    foreign = [
+        name
+        for name in _entry_names(location)
+        if name not in (*OUR_NAMES, LOCK_NAME, TARGETS_DIR_NAME, progress.PROGRESS_DIR)
+        and not fnmatch.fnmatchcase(name, PART_GLOB)
+    ]
+    if foreign:
+        raise OutputConflictError(
+            f"--output {output_dir} holds files that are not mel shards ({', '.join(sorted(foreign)[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty directory"
+        )
 
 
 def _entry_names(location: ShardLocation) -> list[str]:
