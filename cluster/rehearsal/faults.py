@@ -50,34 +50,61 @@ def bucket_faults(rehearsal: Rehearsal) -> dict:
 
 
 # Uploads slowed so that one checkpoint (~1.5 MB for the debug model) takes seconds to copy, and the
-# cut surely falls inside it; the store stays away long enough for the copy to give up.
-CUT_THROTTLE_BYTES_PER_S, CUT_FOR_S = 200 * 1024, 3.0
+# cut surely falls inside it. The store then stays away until the run says it waits for it (so the
+# outage certainly reached the run: a fixed 40 s outage once ended before its next storage request),
+# and OUTAGE_TAIL_S more; a run that has not said so after OUTAGE_LIMIT_S fails the stage.
+CUT_THROTTLE_BYTES_PER_S = 200 * 1024
+OUTAGE_LIMIT_S, OUTAGE_TAIL_S = 240.0, 10.0
 
 
 def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
     """Checkpoints go through a fault proxy that drops the store while step 6's checkpoint is being
-    copied, then lets it back with everything it had. The run must finish from whole checkpoints,
-    say which one did not arrive, and never offer that one as a checkpoint."""
+    copied and keeps it away until the driver waits for it, then lets it back with everything it had.
+    The run must name any checkpoint that did not arrive whole and never offer one, resume from the
+    newest whole checkpoint, end with the loss of the uninterrupted run of the same command, and keep
+    --keep-checkpoints (2)."""
     store = rehearsal.store
     with fault_proxy(store.port) as proxy:
         argv = pretrain_argv(rehearsal, "cut")
         argv[argv.index("--storage-path") + 1] = store.uri(RUNS_PATH, port=proxy.port)
         proxy.throttle(CUT_THROTTLE_BYTES_PER_S)
         running = rehearsal.start("fault-cut-mid-upload", argv)
-        cut_at, cut_transfers = None, 0
+        cut_at, cut_transfers, outage_s = None, 0, 0.0
         while running.process.poll() is None and cut_at is None:
             if any("checkpoint_step_00000006/" in key for key in store.keys(f"{RUNS_PATH}/cut/")):
                 cut_transfers = proxy.cut()
                 cut_at = time.monotonic() - running.started
-                time.sleep(CUT_FOR_S)
-                proxy.resume()
+                outage_s = _hold_until_said(running, "stopped answering", limit_s=OUTAGE_LIMIT_S) + OUTAGE_TAIL_S
+                time.sleep(OUTAGE_TAIL_S)
                 proxy.throttle(None)
+                proxy.resume()
             time.sleep(0.1)
         outcome = running.finish()
     expect(cut_at is not None, "the run ended before step 6's checkpoint was copied: nothing was cut")
     expect(cut_transfers > 0, "the cut fell between transfers (no connection was moving bytes): the fault did not land")
-    # The invariant, whichever file the cut fell in: every checkpoint folder left in the bucket is
-    # whole, or the run named it as not whole; the one it offers at the end is whole.
+    _check_nothing_incomplete_offered(rehearsal, outcome)
+    waited = outcome.last_line("stopped answering")
+    expect(waited != "", f"no storage request of the run fell in the {outage_s:.0f} s outage: nothing was tested")
+    expect(
+        outcome.returncode == 0,
+        f"the run did not survive the outage (exit {outcome.returncode}):\n{outcome.output[-2500:]}",
+    )
+    uninterrupted = (rehearsal.work / "logs" / "pretrain-uninterrupted.log").read_text()
+    same_loss = _final_loss(outcome.output) == _final_loss(uninterrupted)
+    expect(
+        same_loss, f"final loss {_final_loss(outcome.output)} after the outage, {_final_loss(uninterrupted)} without"
+    )
+    kept = sorted(folder.rpartition("/")[2] for folder in checkpoints_in_bucket(rehearsal, "cut"))
+    expect(len(kept) == 2, f"--keep-checkpoints 2, but the bucket holds {kept}")
+    said = [line for line in outcome.output.splitlines() if "did not reach --storage-path whole" in line]
+    return {"cut_after_s": round(cut_at, 1), "transfers_cut": cut_transfers, "outage_s": round(outage_s, 1),
+            "seconds": outcome.seconds, "said": said[-1] if said else "", "waited": waited[:120],
+            "final_loss": _final_loss(outcome.output), "kept": kept}  # fmt: skip
+
+
+def _check_nothing_incomplete_offered(rehearsal: Rehearsal, outcome) -> None:
+    """Whichever file the cut fell in: every checkpoint folder left in the bucket is whole, or the run named
+    it as not whole; the one it offers at the end is whole."""
     broken = [folder for folder, files in checkpoints_in_bucket(rehearsal, "cut").items()
               if not _whole(rehearsal, folder, files)]  # fmt: skip
     said = [line for line in outcome.output.splitlines() if "did not reach --storage-path whole" in line]
@@ -85,10 +112,6 @@ def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
     expect(not unsaid, f"incomplete checkpoints in the bucket that the run did not name: {unsaid}")
     offered = outcome.last_line("checkpoint: s3://")
     expect(not any(folder.rpartition("/")[2] in offered for folder in broken), f"an incomplete one offered: {offered}")
-    if outcome.returncode != 0:  # the final checkpoint was the one cut: the run must say so and fail
-        expect("final checkpoint" in outcome.output, f"exited {outcome.returncode} without saying why")
-    return {"cut_after_s": round(cut_at, 1), "transfers_cut": cut_transfers, "seconds": outcome.seconds, "incomplete": len(broken),
-            "said": said[-1] if said else outcome.last_line("error")}  # fmt: skip
 
 
 def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
@@ -96,51 +119,6 @@ def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
     if "model.json" not in files:
         return False
     return set(read_json(rehearsal, f"{folder}/model.json").get("sha256", {})) <= set(files)
-
-
-# The outage lasts until the run says it is waiting for the store (so it certainly reached a storage
-# request: the next checkpoint's upload or its registration, which the AWS SDK's own retries do not
-# outlast), then OUTAGE_TAIL_S more; a run that has not said so after OUTAGE_LIMIT_S fails the stage.
-# A fixed 40 s outage once ended before the run's next storage request, and proved nothing.
-OUTAGE_LIMIT_S, OUTAGE_TAIL_S = 240.0, 10.0
-
-
-def store_outage(rehearsal: Rehearsal) -> dict:
-    """The store goes away once the run has its first checkpoint, until the run says it waits for it, and
-    comes back with what it had. The driver must resume from the newest whole checkpoint, end with the
-    loss of the uninterrupted run of the same command, and keep --keep-checkpoints (2) checkpoints."""
-    store = rehearsal.store
-    with fault_proxy(store.port) as proxy:
-        argv = pretrain_argv(rehearsal, "outage")
-        argv[argv.index("--storage-path") + 1] = store.uri(RUNS_PATH, port=proxy.port)
-        running = rehearsal.start("store-outage", argv)
-        cut_at, outage_s = None, 0.0
-        while running.process.poll() is None and cut_at is None:
-            if checkpoints_in_bucket(rehearsal, "outage"):
-                proxy.cut()
-                cut_at = time.monotonic() - running.started
-                outage_s = _hold_until_said(running, "stopped answering", limit_s=OUTAGE_LIMIT_S) + OUTAGE_TAIL_S
-                time.sleep(OUTAGE_TAIL_S)
-                proxy.resume()
-            time.sleep(0.2)
-        outcome = running.finish()
-    expect(cut_at is not None, "the run ended before its first checkpoint: no outage happened")
-    waited = outcome.last_line("stopped answering")
-    expect(waited != "", f"no storage request of the run fell in the {outage_s:.0f} s outage: nothing was tested")
-    expect(
-        outcome.returncode == 0,
-        f"the run did not survive the outage (exit {outcome.returncode}):\n{outcome.output[-2500:]}",
-    )
-    expect("answers again" in outcome.output, "the run did not say the store came back")
-    uninterrupted = (rehearsal.work / "logs" / "pretrain-uninterrupted.log").read_text()
-    same_loss = _final_loss(outcome.output) == _final_loss(uninterrupted)
-    expect(
-        same_loss, f"final loss {_final_loss(outcome.output)} after the outage, {_final_loss(uninterrupted)} without"
-    )
-    kept = sorted(folder.rpartition("/")[2] for folder in checkpoints_in_bucket(rehearsal, "outage"))
-    expect(len(kept) == 2, f"--keep-checkpoints 2, but the bucket holds {kept}")
-    return {"cut_after_s": round(cut_at, 1), "outage_s": round(outage_s, 1), "seconds": outcome.seconds,
-            "said": waited[:120], "final_loss": _final_loss(outcome.output), "kept": kept}  # fmt: skip
 
 
 def _hold_until_said(running, words: str, *, limit_s: float) -> float:

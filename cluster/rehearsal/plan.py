@@ -30,10 +30,9 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      stages.evaluate_from_bucket, ("exact resume",)),
     ("artifacts", "MLflow artifacts reach the bucket through the tracking server",
      stages.artifacts_in_bucket, ("exact resume",)),
-    ("cut mid-upload", "the store goes away while a checkpoint is copied: said, never resumed from or evaluated",
-     faults.store_cut_mid_upload, ("prep",)),
-    ("store outage", "the store away mid-run until the run waits for it: resumed, the same final loss",
-     faults.store_outage, ("exact resume",)),
+    ("cut mid-upload", "the store goes away while a checkpoint is copied, until the run waits for it: an "
+     "incomplete checkpoint never offered; resumed, the same final loss, 2 checkpoints kept",
+     faults.store_cut_mid_upload, ("exact resume",)),
     ("faults", "wrong key, missing bucket, endpoint down, read-only policy: one line each",
      faults.bucket_faults, ()),
     ("two-node jobs", "two Ray nodes with token auth (listeners audited): prep of bucket audio and of tar shards "
