@@ -30,23 +30,31 @@ def _refused(outcome: Outcome, *, names: str, says: str) -> str:
 
 
 def bucket_faults(rehearsal: Rehearsal) -> dict:
+    """The four refusals, started together: each is a command's start-up and one preflight, independent of
+    the others (their own users, buckets and ports), so they need not wait for each other."""
     store = rehearsal.store
     argv = pretrain_argv(rehearsal, "faults")
-    cases = {}
-    wrong = rehearsal.run("fault-credentials", argv, AWS_SECRET_ACCESS_KEY="not-the-key")
-    cases["wrong credentials"] = _refused(wrong, names="--storage-path", says="refused these credentials")
     missing = list(argv)
     missing[missing.index("--storage-path") + 1] = store.uri("ray_results", bucket="no-such-bucket")
-    outcome = rehearsal.run("fault-no-bucket", missing)
-    cases["missing bucket"] = _refused(outcome, names="no-such-bucket", says="does not exist")
     down = list(argv)
     down[down.index("--storage-path") + 1] = store.uri("ray_results", port=free_port())
-    outcome = rehearsal.run("fault-endpoint-down", down)
-    cases["endpoint down"] = _refused(outcome, names="--storage-path", says="cannot reach the store")
     reader = store.read_only_user("rehearsal-reader")
-    outcome = rehearsal.run("fault-read-only", argv, **reader.env())
-    cases["read-only policy"] = _refused(outcome, names="--storage-path", says="not write")
-    return cases
+    started = {
+        "wrong credentials": rehearsal.start("fault-credentials", argv, AWS_SECRET_ACCESS_KEY="not-the-key"),
+        "missing bucket": rehearsal.start("fault-no-bucket", missing),
+        "endpoint down": rehearsal.start("fault-endpoint-down", down),
+        "read-only policy": rehearsal.start("fault-read-only", argv, **reader.env()),
+    }
+    expected = {
+        "wrong credentials": ("--storage-path", "refused these credentials"),
+        "missing bucket": ("no-such-bucket", "does not exist"),
+        "endpoint down": ("--storage-path", "cannot reach the store"),
+        "read-only policy": ("--storage-path", "not write"),
+    }
+    outcomes = {case: running.finish() for case, running in started.items()}  # all ended before any verdict
+    return {
+        case: _refused(outcome, names=expected[case][0], says=expected[case][1]) for case, outcome in outcomes.items()
+    }
 
 
 # Uploads slowed so that one checkpoint (~1.5 MB for the debug model) takes seconds to copy, and the

@@ -37,7 +37,7 @@ STAGES: list[tuple[str, str, Callable[[stages.Rehearsal], dict], tuple[str, ...]
      faults.bucket_faults, ()),
     ("two-node jobs", "two Ray nodes with token auth (listeners audited): prep of bucket audio and of tar shards "
      "equal to a local prep; a study, all storage remote, its worker node killed mid-trial",
-     study_job.study_on_two_nodes, ()),
+     study_job.study_on_two_nodes, ("prep",)),
 ]  # fmt: skip
 
 

@@ -1,7 +1,9 @@
 """Prep as a Ray job on the rehearsal's two nodes, with the raw audio only in the bucket: once as audio
 files under a prefix, once as WebDataset `.tar` shards of them (as Dasheng's `wavlist_to_tar` writes
 them). Each job's shards, written into the bucket by tasks on both nodes, must hold the rows, in the
-same order, and the statistics of a one-node local prep of the same audio.
+same order, and the statistics of a one-node local prep of the same audio: for the audio files, the
+rehearsal's first stage (the same command on the local Ray, from the local folder); for the tars, a local
+prep of the same tars.
 """
 
 from __future__ import annotations
@@ -80,14 +82,16 @@ def prep_on_two_nodes(rehearsal: Rehearsal, nodes: TwoNodes, node_env: dict[str,
     _upload(rehearsal, rehearsal.audio_dir, AUDIO_PREFIX)
     _upload(rehearsal, tars, TARS_PREFIX)
     facts, started = {}, time.monotonic()
-    for kind, local_input, prefix in (("audio", rehearsal.audio_dir, AUDIO_PREFIX), ("tars", tars, TARS_PREFIX)):
+    one_node = {"audio": rehearsal.shards_uri, "tars": str(work / "local-tars")}
+    for kind, prefix in (("audio", AUDIO_PREFIX), ("tars", TARS_PREFIX)):
         output = rehearsal.store.uri(SHARD_PREFIXES[kind])
         _job(nodes, f"prep-{kind}", prep_argv(rehearsal.store.uri(prefix), output), node_env)
-        _local_prep(local_input, work / f"local-{kind}", rehearsal.env())
-        remote, local = read_manifest(output), read_manifest(work / f"local-{kind}")
+        if kind == "tars":
+            _local_prep(tars, Path(one_node[kind]), rehearsal.env())
+        remote, local = read_manifest(output), read_manifest(one_node[kind])
         for key in COMPARED:
             expect(remote[key] == local[key], f"prep of the {kind} on two nodes: {key} differs from the local prep's")
-        expect(read_shard_table(output).equals(read_shard_table(work / f"local-{kind}")),
+        expect(read_shard_table(output).equals(read_shard_table(one_node[kind])),
                f"prep of the {kind} on two nodes: its rows differ from the local prep's")  # fmt: skip
         facts[f"prep_{kind}"] = (
             f"{remote['num_inputs']} inputs, {remote['num_rows']} rows, {len(remote['part_files'])} parts"

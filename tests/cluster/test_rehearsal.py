@@ -30,6 +30,7 @@ def test_a_stage_asked_for_alone_brings_the_stages_it_needs():
     assert _with_needs(("evaluate",)) == ["prep", "exact resume", "evaluate"]
     assert _with_needs(("cut mid-upload",)) == ["prep", "exact resume", "cut mid-upload"]
     assert _with_needs(("faults",)) == ["faults"]
+    assert _with_needs(("two-node jobs",)) == ["prep", "two-node jobs"]  # its audio prep is compared with prep's
     with pytest.raises(ValueError, match="no rehearsal stage 'nope'"):
         _with_needs(("nope",))
 
@@ -57,13 +58,9 @@ def test_the_rehearsal_runs_every_stage_against_the_bucket_and_the_tracking_serv
     cut = report.results["cut mid-upload"]
     assert cut["cut_after_s"] > 0 and cut["transfers_cut"] > 0  # the cut landed on a transfer
     assert cut["kept"] == [f"checkpoint_step_{step:08d}" for step in (6, 8)] and "stopped answering" in cut["waited"]
+    assert cut["final_loss"] != "none"  # and the stage checked it equals the uninterrupted run's
     assert not (tmp_path / "s3:").exists()
-    assert cut["transfers_cut"] > 0  # the cut landed on a transfer
-    outage = report.results["store outage"]
-    assert (
-        outage["kept"] == [f"checkpoint_step_{step:08d}" for step in (6, 8)] and "stopped answering" in outage["said"]
-    )
-    assert any("8/9 faults: ok" in line for line in lines)  # progress lines name each stage as it ends
+    assert any(f"7/{len(STAGES)} faults: ok" in line for line in lines)  # progress lines name each stage as it ends
     jobs = report.results["two-node jobs"]
     assert jobs["trials"] == 4 and jobs["child_runs"] == 4 and jobs["resumed_from"] > 0
     assert "resubmitted with --resume" in jobs["stopped"] and "worker node" in jobs["killed"]

@@ -1,7 +1,7 @@
 """A storage bucket that stops answering mid-run (pipeline.pretrain.store_outage): recognised from the
 error Ray Train ends with, waited for with growing pauses, and a longer outage said in one line; the
 checkpoints a resume leaves beyond --keep-checkpoints removed. The whole run through an outage, which
-ends in the same loss as an uninterrupted one, is the cluster rehearsal's "store outage" stage."""
+ends in the same loss as an uninterrupted one, is the cluster rehearsal's "cut mid-upload" stage."""
 
 from __future__ import annotations
 
