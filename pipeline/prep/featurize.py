@@ -20,7 +20,7 @@ import torch
 from pipeline.audio.frontend import get_preset
 from pipeline.audio.input_bytes import InputLocation
 from pipeline.audio.segments import FileOutcome, featurize_file
-from pipeline.prep import progress
+from pipeline.prep import debug_hooks, progress
 from pipeline.shards.format import segments_to_table
 from pipeline.shards.location import locate_shards
 
@@ -45,6 +45,7 @@ class FeaturizeBatches:
         location = locate_shards(self.output_dir)
         results = []
         for batch in batches.to_pylist():
+            debug_hooks.maybe_delay_batch()
             tables, outcomes = self.featurize_items(json.loads(batch["items"]))
             record = {
                 "first_item": batch["first_item"],

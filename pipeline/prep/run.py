@@ -189,22 +189,25 @@ def _run_batches(config: PrepConfig, batches: list[Batch], placement: dict, on_r
     if not batches:
         return
     rows = [{"first_item": batch.first_item, "items": json.dumps(batch.items)} for batch in batches]
-    results = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-        FeaturizeBatches(preset_name=config.preset_name, segment_s=config.segment_s, output_dir=str(config.output_dir)),
-        batch_format="pyarrow",
-        batch_size=1,
-        # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
-        # pool starving its own input cannot happen.
-        num_cpus=1,
-        **placement,
-    )
     context = ray.data.DataContext.get_current()
     shows_bars, reserves = context.enable_progress_bars, context.op_resource_reservation_enabled
     context.enable_progress_bars = False  # prep draws one bar counted in input files instead
     # One map operator; the per-operator reservation only delayed the second task until the first
-    # had finished (bench_prep: the second core idled ~1 s per run).
+    # had finished (bench_prep: the second core idled ~1 s per run). A dataset takes a copy of the
+    # context when it is made, so both are set before it is.
     context.op_resource_reservation_enabled = False
     try:
+        results = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+            FeaturizeBatches(
+                preset_name=config.preset_name, segment_s=config.segment_s, output_dir=str(config.output_dir)
+            ),
+            batch_format="pyarrow",
+            batch_size=1,
+            # Tasks, not an actor pool: nothing holds a CPU while idle, so the 2-core deadlock of a
+            # pool starving its own input cannot happen.
+            num_cpus=1,
+            **placement,
+        )
         for result in results.iter_rows():
             on_record(json.loads(result["record"]))
     finally:

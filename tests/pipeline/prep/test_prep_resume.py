@@ -5,6 +5,7 @@ Before, a folder with parts and no manifest was cleared and every file featurize
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.prep import progress
-from pipeline.prep.debug_hooks import KILL_AFTER_BATCHES
+from pipeline.prep.debug_hooks import BATCH_DELAY_S, KILL_AFTER_BATCHES
 from pipeline.prep.output import prepare_output_dir
 from pipeline.prep.run import PrepConfig, run_prep
 from pipeline.shards.format import read_manifest, read_shard_table
@@ -28,7 +29,7 @@ FILES = 24  # 2 CPUs -> 8 batches of 3 files
 def _killed_prep(audio: Path, output: Path, after_batches: int) -> str:
     """`python -m pipeline.prep` SIGKILLed by itself once `after_batches` batch records reached it; the
     Ray processes it started are ended with it (its process group)."""
-    env = {**os.environ, KILL_AFTER_BATCHES: str(after_batches)}
+    env = {**os.environ, KILL_AFTER_BATCHES: str(after_batches), BATCH_DELAY_S: "0.5"}
     argv = [sys.executable, "-m", "pipeline.prep", "--input", str(audio), "--output", str(output), "--segment-s", "2",
             "--no-progress"]  # fmt: skip
     process = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, start_new_session=True, text=True,
@@ -57,7 +58,9 @@ def test_a_prep_killed_at_half_continues_and_equals_an_uninterrupted_one(ray_loc
 
     resumed = run_prep(PrepConfig(input_path=audio, output_dir=output, segment_s=2.0, show_progress=False))
     said = capfd.readouterr().err
-    assert f"continuing a run that was cut short: {len(recorded)} of 8 batches were done" in said
+    # A task the kill left running may still have recorded its batch before the killed Ray went down.
+    done = int(re.search(r"continuing a run that was cut short: (\d+) of 8 batches were done", said).group(1))
+    assert len(recorded) <= done < 8, said
     assert {name: (output / name).stat().st_mtime_ns for name in kept} == kept  # not written again
     assert not (output / progress.part_name(999)).exists() and not (output / progress.PROGRESS_DIR).exists()
 
