@@ -49,15 +49,20 @@ class FaultProxy:
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+        busy = self.busy(busy_within_s)
         with self._lock:
             connections, self._open = self._open, set()
-        now = time.monotonic()
-        busy = sum(1 for connection in connections if now - self._last_bytes_at.get(connection, 0.0) < busy_within_s)
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
                 connection.close()
         return busy
+
+    def busy(self, within_s: float = 1.0) -> int:
+        """How many open connections carried bytes within the last `within_s` (transfers under way)."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for connection in self._open if now - self._last_bytes_at.get(connection, 0.0) < within_s)
 
     def resume(self) -> None:
         self._listen()

@@ -39,22 +39,17 @@ def bucket_faults(rehearsal: Rehearsal) -> dict:
     down = list(argv)
     down[down.index("--storage-path") + 1] = store.uri("ray_results", port=free_port())
     reader = store.read_only_user("rehearsal-reader")
-    started = {
-        "wrong credentials": rehearsal.start("fault-credentials", argv, AWS_SECRET_ACCESS_KEY="not-the-key"),
-        "missing bucket": rehearsal.start("fault-no-bucket", missing),
-        "endpoint down": rehearsal.start("fault-endpoint-down", down),
-        "read-only policy": rehearsal.start("fault-read-only", argv, **reader.env()),
-    }
-    expected = {
-        "wrong credentials": ("--storage-path", "refused these credentials"),
-        "missing bucket": ("no-such-bucket", "does not exist"),
-        "endpoint down": ("--storage-path", "cannot reach the store"),
-        "read-only policy": ("--storage-path", "not write"),
-    }
+    # case: (log name, argv, extra environment, what the line must name, what it must say)
+    cases = {
+        "wrong credentials": ("fault-credentials", argv, {"AWS_SECRET_ACCESS_KEY": "not-the-key"},
+                              "--storage-path", "refused these credentials"),
+        "missing bucket": ("fault-no-bucket", missing, {}, "no-such-bucket", "does not exist"),
+        "endpoint down": ("fault-endpoint-down", down, {}, "--storage-path", "cannot reach the store"),
+        "read-only policy": ("fault-read-only", argv, reader.env(), "--storage-path", "not write"),
+    }  # fmt: skip
+    started = {case: rehearsal.start(name, command, **env) for case, (name, command, env, *_) in cases.items()}
     outcomes = {case: running.finish() for case, running in started.items()}  # all ended before any verdict
-    return {
-        case: _refused(outcome, names=expected[case][0], says=expected[case][1]) for case, outcome in outcomes.items()
-    }
+    return {case: _refused(outcomes[case], names=names, says=says) for case, (*_, names, says) in cases.items()}
 
 
 # Uploads slowed so that one checkpoint (~1.5 MB for the debug model) takes seconds to copy, and the
@@ -79,7 +74,10 @@ def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
         running = rehearsal.start("fault-cut-mid-upload", argv)
         cut_at, cut_transfers, outage_s = None, 0, 0.0
         while running.process.poll() is None and cut_at is None:
-            if any("checkpoint_step_00000006/" in key for key in store.keys(f"{RUNS_PATH}/cut/")):
+            # Step 6's copy has begun (a first object of it is there) and a transfer is moving bytes now:
+            # Ray Train copies file by file, and a cut in the gap between two files cut nothing.
+            started_copy = any("checkpoint_step_00000006/" in key for key in store.keys(f"{RUNS_PATH}/cut/"))
+            if started_copy and proxy.busy():
                 cut_transfers = proxy.cut()
                 cut_at = time.monotonic() - running.started
                 outage_s = _hold_until_said(running, "stopped answering", limit_s=OUTAGE_LIMIT_S) + OUTAGE_TAIL_S
@@ -90,7 +88,7 @@ def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
         outcome = running.finish()
     expect(cut_at is not None, "the run ended before step 6's checkpoint was copied: nothing was cut")
     expect(cut_transfers > 0, "the cut fell between transfers (no connection was moving bytes): the fault did not land")
-    _check_nothing_incomplete_offered(rehearsal, outcome)
+    said = _check_nothing_incomplete_offered(rehearsal, outcome)
     waited = outcome.last_line("stopped answering")
     expect(waited != "", f"no storage request of the run fell in the {outage_s:.0f} s outage: nothing was tested")
     expect(
@@ -104,15 +102,14 @@ def store_cut_mid_upload(rehearsal: Rehearsal) -> dict:
     )
     kept = sorted(folder.rpartition("/")[2] for folder in checkpoints_in_bucket(rehearsal, "cut"))
     expect(len(kept) == 2, f"--keep-checkpoints 2, but the bucket holds {kept}")
-    said = [line for line in outcome.output.splitlines() if "did not reach --storage-path whole" in line]
     return {"cut_after_s": round(cut_at, 1), "transfers_cut": cut_transfers, "outage_s": round(outage_s, 1),
             "seconds": outcome.seconds, "said": said[-1] if said else "", "waited": waited[:120],
             "final_loss": _final_loss(outcome.output), "kept": kept}  # fmt: skip
 
 
-def _check_nothing_incomplete_offered(rehearsal: Rehearsal, outcome) -> None:
+def _check_nothing_incomplete_offered(rehearsal: Rehearsal, outcome) -> list[str]:
     """Whichever file the cut fell in: every checkpoint folder left in the bucket is whole, or the run named
-    it as not whole; the one it offers at the end is whole."""
+    it as not whole; the one it offers at the end is whole. The lines that named one."""
     broken = [folder for folder, files in checkpoints_in_bucket(rehearsal, "cut").items()
               if not _whole(rehearsal, folder, files)]  # fmt: skip
     said = [line for line in outcome.output.splitlines() if "did not reach --storage-path whole" in line]
@@ -120,6 +117,7 @@ def _check_nothing_incomplete_offered(rehearsal: Rehearsal, outcome) -> None:
     expect(not unsaid, f"incomplete checkpoints in the bucket that the run did not name: {unsaid}")
     offered = outcome.last_line("checkpoint: s3://")
     expect(not any(folder.rpartition("/")[2] in offered for folder in broken), f"an incomplete one offered: {offered}")
+    return said
 
 
 def _whole(rehearsal: Rehearsal, folder: str, files: dict[str, int]) -> bool:
